@@ -1,0 +1,27 @@
+//! Pure training math for linea.
+//!
+//! Everything here is a function of its inputs: no files, no network, no clocks. The data
+//! grid's byte codec lives here too because encoding is computation, and the runtime
+//! (`linea-worker`) only moves those bytes between storage and memory.
+//!
+//! Results are bit-identical however the work is split: every sum that crosses a row shard
+//! is taken in exact fixed-point integers ([`fixed`]), so the model depends on the data grid
+//! and the parameters, never on thread or worker counts or the order work finished in.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod error;
+pub mod fixed;
+pub mod grid;
+pub mod loss;
+pub mod metrics;
+pub mod objective;
+pub mod partition;
+#[cfg(any(test, feature = "reference"))]
+pub mod reference;
+pub mod rng;
+pub mod scd;
+
+pub use error::EngineError;
+pub use grid::{Cell, CellValues};
+pub use loss::Loss;

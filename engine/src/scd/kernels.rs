@@ -1,0 +1,127 @@
+//! Work on one cell: the part of an SCD iteration that runs on workers, over one row shard.
+//!
+//! Each kernel sums in `f64` in row order (fixed by the grid), and its caller rounds the
+//! partial sums once to fixed point, so the result never depends on which thread or worker
+//! ran the kernel or when.
+
+use crate::fixed::{prediction_value, quantize, to_fixed128, ExactSums};
+use crate::grid::{Cell, CellValues};
+use crate::loss::Loss;
+use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
+
+/// Per-feature partial sums of `l'_i x_ij` and `l''_i x_ij^2` over the cell's rows,
+/// indexed by the cell's local feature numbers (SCD Algorithm 2, lines 8-13).
+pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: Loss) -> (Vec<f64>, Vec<f64>) {
+    let n = cell.feature_ids.len();
+    let (mut g, mut h) = (vec![0.0; n], vec![0.0; n]);
+    let mut last_row = u32::MAX;
+    let mut d = crate::loss::Derivatives { first: 0.0, second: 0.0 };
+    for k in 0..cell.nnz() {
+        let row = cell.rows[k];
+        if row != last_row {
+            // Rows repeat only in impure blocks; derivatives are computed once per row.
+            d = loss.derivatives(targets[row as usize], prediction_value(predictions[row as usize]));
+            last_row = row;
+        }
+        let j = cell.local[k] as usize;
+        match &cell.values {
+            CellValues::Ones => {
+                g[j] += d.first;
+                h[j] += d.second;
+            }
+            CellValues::Real(values) => {
+                let x = values[k];
+                g[j] += d.first * x;
+                h[j] += d.second * x * x;
+            }
+        }
+    }
+    (g, h)
+}
+
+/// Adds a cell's local statistics into block-indexed exact sums.
+pub fn accumulate_statistics(cell: &Cell, local: (Vec<f64>, Vec<f64>), gradient: &mut ExactSums, curvature: &mut ExactSums) {
+    for (l, &feature) in cell.feature_ids.iter().enumerate() {
+        let f = feature as usize;
+        gradient.sums[f] = gradient.sums[f].wrapping_add(to_fixed128(local.0[l]));
+        curvature.sums[f] = curvature.sums[f].wrapping_add(to_fixed128(local.1[l]));
+    }
+}
+
+/// Sums along a block direction `delta` (block-indexed), with `d_i = sum_j x_ij delta_j`:
+/// for squared loss `[sum r_i d_i, sum d_i^2]` (r = y - f); for logistic loss the exact
+/// change of the loss sum at each of [`LOGISTIC_STEP_CANDIDATES`].
+pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
+    let mut sums = vec![0.0; if loss == Loss::Squared { 2 } else { LOGISTIC_STEP_CANDIDATES.len() }];
+    let local_delta: Vec<f64> = cell.feature_ids.iter().map(|&f| delta[f as usize]).collect();
+    let mut flush = |row: u32, d: f64| {
+        if d == 0.0 {
+            return;
+        }
+        let y = targets[row as usize];
+        let f = prediction_value(predictions[row as usize]);
+        match loss {
+            Loss::Squared => {
+                sums[0] += (y - f) * d;
+                sums[1] += d * d;
+            }
+            Loss::Logistic => {
+                let base = loss.value(y, f);
+                for (s, a) in sums.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
+                    *s += loss.value(y, f + a * d) - base;
+                }
+            }
+        }
+    };
+    let mut k = 0;
+    while k < cell.nnz() {
+        let row = cell.rows[k];
+        let mut d = 0.0;
+        while k < cell.nnz() && cell.rows[k] == row {
+            d += cell.value(k) * local_delta[cell.local[k] as usize];
+            k += 1;
+        }
+        flush(row, d);
+    }
+    sums
+}
+
+/// Moves the cell's share of each prediction from `old` to `new` parameters (block-indexed):
+/// `f_i += q(x_ij new_j) - q(x_ij old_j)` (Algorithm 2, lines 18-22), in exact integers.
+/// With `old` all zeros this recomputes a shard's predictions from the model.
+pub fn cell_update_predictions(cell: &Cell, old: &[f64], new: &[f64], predictions: &mut [i64]) {
+    match &cell.values {
+        CellValues::Ones => {
+            let shift: Vec<i64> = cell
+                .feature_ids
+                .iter()
+                .map(|&f| quantize(new[f as usize]).wrapping_sub(quantize(old[f as usize])))
+                .collect();
+            for (&row, &l) in cell.rows.iter().zip(&cell.local) {
+                let p = &mut predictions[row as usize];
+                *p = p.wrapping_add(shift[l as usize]);
+            }
+        }
+        CellValues::Real(values) => {
+            let local: Vec<(f64, f64)> = cell.feature_ids.iter().map(|&f| (old[f as usize], new[f as usize])).collect();
+            for ((&row, &l), &x) in cell.rows.iter().zip(&cell.local).zip(values) {
+                let (o, n) = local[l as usize];
+                if o != n {
+                    let p = &mut predictions[row as usize];
+                    *p = p.wrapping_add(quantize(x * n).wrapping_sub(quantize(x * o)));
+                }
+            }
+        }
+    }
+}
+
+/// Sum of losses over one shard, rounded once to fixed point.
+pub fn shard_loss_sum(targets: &[f64], predictions: &[i64], loss: Loss) -> i128 {
+    let sum: f64 = targets.iter().zip(predictions).map(|(&y, &p)| loss.value(y, prediction_value(p))).sum();
+    to_fixed128(sum)
+}
+
+/// Rounds a kernel's partial sums once to fixed point.
+pub fn exact(partial: &[f64]) -> ExactSums {
+    ExactSums { sums: partial.iter().map(|&v| to_fixed128(v)).collect() }
+}

@@ -1,0 +1,45 @@
+use linea_engine::EngineError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Every way a linea command can fail, each naming what it was working on.
+#[derive(Debug, Error)]
+pub enum LineaError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{file}:{line}: {message}")]
+    Input { file: String, line: u64, message: String },
+    #[error("{file}: {message}")]
+    Data { file: String, message: String },
+    #[error("{object}: {source}")]
+    Engine { object: String, source: EngineError },
+    #[error("{0}")]
+    Usage(String),
+    #[error("training failed: {0}")]
+    Training(#[from] EngineError),
+}
+
+impl LineaError {
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> LineaError {
+        let path = path.into();
+        move |source| LineaError::Io { path, source }
+    }
+
+    pub fn input(file: &str, line: u64, message: impl Into<String>) -> LineaError {
+        LineaError::Input { file: file.to_string(), line, message: message.into() }
+    }
+
+    pub fn data(file: impl Into<String>, message: impl Into<String>) -> LineaError {
+        LineaError::Data { file: file.into(), message: message.into() }
+    }
+
+    /// Process exit code: 2 for bad input or usage, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LineaError::Input { .. } | LineaError::Data { .. } | LineaError::Usage(_) | LineaError::Engine { .. } => 2,
+            LineaError::Io { .. } | LineaError::Training(_) => 1,
+        }
+    }
+}
+
+pub type Result<T, E = LineaError> = std::result::Result<T, E>;

@@ -1,0 +1,113 @@
+//! `linea eval` and `linea predict`: a model applied to a prepared grid or to raw input.
+
+use crate::error::{LineaError, Result};
+use crate::gridload;
+use crate::input::{self, Format, RawExample};
+use crate::model::Model;
+use crate::prepare::BIAS;
+use crate::storage;
+use linea_engine::fixed::{from_fixed128, prediction_value, quantize, to_fixed128};
+use linea_engine::metrics::{self, Metrics};
+use linea_engine::scd::local::LocalExecutor;
+use linea_engine::scd::Executor;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    /// Sum of losses on this data plus the model's regularization penalty.
+    pub objective: f64,
+    #[serde(flatten)]
+    pub metrics: Metrics,
+}
+
+pub fn read_model(path: &str) -> Result<Model> {
+    let bytes = std::fs::read(path).map_err(LineaError::io(path))?;
+    Model::parse(&bytes, path)
+}
+
+/// The model's regularization penalty, summed exactly so the order of a hash map can't
+/// change its last bits.
+fn penalty(model: &Model) -> f64 {
+    let reg = linea_engine::objective::Regularization { l2: model.header.l2, l1: model.header.l1 };
+    let exact = model.weights.values().flat_map(|k| k.values()).map(|&w| to_fixed128(reg.penalty(w))).fold(0i128, i128::wrapping_add);
+    from_fixed128(exact)
+}
+
+/// Whether `data` is a prepared grid (a folder with a manifest) rather than a raw file.
+pub fn is_grid(data: &str) -> bool {
+    std::path::Path::new(data.strip_prefix("file://").unwrap_or(data)).join(crate::manifest::MANIFEST).is_file()
+}
+
+pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Evaluation> {
+    let loss = model.header.loss;
+    let (targets, predictions, loss_sum) = if is_grid(data) {
+        let storage = storage::open(data)?;
+        let loaded = gridload::load(storage.as_ref(), loss)?;
+        let theta: Vec<Vec<f64>> = loaded
+            .manifest
+            .blocks
+            .iter()
+            .zip(&loaded.dictionaries)
+            .map(|(block, dictionary)| dictionary.iter().map(|e| model.weight(&block.variable, &e.key)).collect())
+            .collect();
+        let mut executor = LocalExecutor::new(&loaded.grid, loss, rayon::current_num_threads());
+        executor.recompute_predictions(&theta);
+        let loss_sum = from_fixed128(executor.loss_sum()?);
+        let predictions = executor.predictions.concat().into_iter().map(prediction_value).collect();
+        (loaded.grid.targets.concat(), predictions, loss_sum)
+    } else {
+        let mut targets = Vec::new();
+        let mut predictions = Vec::new();
+        let file = data.to_string();
+        score_raw(model, data, format, |label, line, margin| {
+            targets.push(loss.target(label).map_err(|e| LineaError::input(&file, line, e.to_string()))?);
+            predictions.push(margin);
+            Ok(())
+        })?;
+        let loss_sum = from_fixed128(targets.iter().zip(&predictions).map(|(&y, &f)| to_fixed128(loss.value(y, f))).fold(0, i128::wrapping_add));
+        (targets, predictions, loss_sum)
+    };
+    let metrics = metrics::evaluate(loss, &targets, &predictions);
+    Ok(Evaluation { objective: loss_sum + penalty(model), metrics })
+}
+
+/// Featurizes raw input as the model's spec says and calls `f(label, line, margin)` per
+/// example. Margins are summed in the same fixed point as training's predictions.
+pub fn score_raw(model: &Model, path: &str, format: Option<Format>, mut f: impl FnMut(f64, u64, f64) -> Result<()>) -> Result<()> {
+    let mut spec = model.header.spec.clone();
+    if let Some(format) = format {
+        spec.format = format;
+    }
+    let mut reader = input::open(path, &spec)?;
+    let mut example = RawExample::default();
+    let bias = quantize(model.weight(BIAS, ""));
+    let mut examples = 0u64;
+    while reader.read(&mut example)? {
+        let mut margin = bias;
+        for (v, key, x) in example.features() {
+            let w = model.weight(reader.variable_name(v), key);
+            margin = margin.wrapping_add(quantize(x * w));
+        }
+        f(example.label, example.line, prediction_value(margin))?;
+        examples += 1;
+    }
+    if examples == 0 {
+        return Err(LineaError::data(path, "no examples: the input has no data lines"));
+    }
+    Ok(())
+}
+
+/// Writes one score per input example: P(positive) for logistic loss, the prediction for
+/// squared loss.
+pub fn predict(model: &Model, input: &str, format: Option<Format>, output: &str) -> Result<u64> {
+    let mut text = String::new();
+    let mut count = 0;
+    score_raw(model, input, format, |_, _, margin| {
+        text.push_str(&model.header.loss.score(margin).to_string());
+        text.push('\n');
+        count += 1;
+        Ok(())
+    })?;
+    crate::train::write_file(output, text.as_bytes())?;
+    Ok(count)
+}

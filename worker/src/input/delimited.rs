@@ -1,0 +1,207 @@
+//! Delimited text: Criteo's fixed TSV layout, and general CSV/TSV whose delimiter, header
+//! and column types are inferred.
+//!
+//! CSV inference reads the file twice: the first pass decides the delimiter (tab if the
+//! first line has one, else comma), whether the first line is a header (every field is
+//! non-numeric and some column of the next line is numeric) and each column's type
+//! (numeric if every non-empty value parses as a number). Empty fields are missing values.
+
+use super::{ExampleReader, FeatureSpec, Lines, NumericMode, RawExample};
+use crate::error::{LineaError, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Label,
+    Ignored,
+    Numeric,
+    Categorical,
+}
+
+pub struct DelimitedReader {
+    file: String,
+    reader: csv::Reader<std::fs::File>,
+    record: csv::StringRecord,
+    kinds: Vec<Kind>,
+    names: Vec<String>,
+    positive: Option<String>,
+    numeric: NumericMode,
+}
+
+impl DelimitedReader {
+    pub fn criteo(lines: Lines, spec: &FeatureSpec) -> Result<Self> {
+        let file = lines.file.clone();
+        drop(lines);
+        let mut names = vec!["label".to_string()];
+        let mut kinds = vec![Kind::Label];
+        for i in 1..=13 {
+            names.push(format!("I{i}"));
+            kinds.push(Kind::Numeric);
+        }
+        for i in 1..=26 {
+            names.push(format!("C{i}"));
+            kinds.push(Kind::Categorical);
+        }
+        Self::build(&file, b'\t', false, names, kinds, spec)
+    }
+
+    pub fn csv(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        let first = first_line(path)?;
+        let delimiter = if first.contains('\t') { b'\t' } else { b',' };
+        let mut head = reader(path, delimiter, false)?;
+        let mut records = head.records();
+        let err = |e: csv::Error| csv_error(path, e);
+        let Some(first) = records.next().transpose().map_err(err)? else {
+            return Err(LineaError::data(path, "no examples: the file is empty"));
+        };
+        let second = records.next().transpose().map_err(err)?;
+        let numeric = |s: &str| s.trim().parse::<f64>().is_ok();
+        let has_header = first.iter().all(|f| !f.trim().is_empty() && !numeric(f))
+            && second.as_ref().is_some_and(|s| s.iter().any(numeric));
+        let names: Vec<String> = if has_header {
+            first.iter().map(|s| s.trim().to_string()).collect()
+        } else {
+            (0..first.len()).map(|i| format!("c{i}")).collect()
+        };
+        let label = match &spec.label {
+            None => 0,
+            Some(l) => names.iter().position(|n| n == l).or_else(|| l.parse().ok().filter(|&i| i < names.len())).ok_or_else(
+                || LineaError::Usage(format!("{path}: no label column {l:?}; columns are {}", names.join(", "))),
+            )?,
+        };
+        for ignored in &spec.ignore {
+            if !names.contains(ignored) {
+                return Err(LineaError::Usage(format!("{path}: no column {ignored:?} to ignore; columns are {}", names.join(", "))));
+            }
+        }
+        // Type inference over the whole file.
+        let mut all_numeric = vec![true; names.len()];
+        let mut scan = reader(path, delimiter, has_header)?;
+        let mut record = csv::StringRecord::new();
+        while scan.read_record(&mut record).map_err(err)? {
+            for (c, field) in record.iter().enumerate().take(names.len()) {
+                let field = field.trim();
+                if field.is_empty() || !all_numeric[c] {
+                    continue;
+                }
+                match field.parse::<f64>() {
+                    Ok(v) if !v.is_finite() && c != label => {
+                        let line = record.position().map_or(0, |p| p.line());
+                        return Err(LineaError::input(path, line, format!("column {} is {v}; only finite numbers are allowed", names[c])));
+                    }
+                    Ok(_) => {}
+                    Err(_) => all_numeric[c] = false,
+                }
+            }
+        }
+        let kinds = (0..names.len())
+            .map(|c| match () {
+                _ if c == label => Kind::Label,
+                _ if spec.ignore.contains(&names[c]) => Kind::Ignored,
+                _ if all_numeric[c] => Kind::Numeric,
+                _ => Kind::Categorical,
+            })
+            .collect();
+        Self::build(path, delimiter, has_header, names, kinds, spec)
+    }
+
+    fn build(file: &str, delimiter: u8, header: bool, names: Vec<String>, kinds: Vec<Kind>, spec: &FeatureSpec) -> Result<Self> {
+        Ok(Self {
+            file: file.to_string(),
+            reader: reader(file, delimiter, header)?,
+            record: csv::StringRecord::new(),
+            kinds,
+            names,
+            positive: spec.positive.clone(),
+            numeric: spec.numeric,
+        })
+    }
+
+    fn line(&self) -> u64 {
+        self.record.position().map_or(0, |p| p.line())
+    }
+
+    fn error(&self, message: impl Into<String>) -> LineaError {
+        LineaError::input(&self.file, self.line(), message)
+    }
+
+    fn number(&self, text: &str, what: &str) -> Result<f64> {
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            Ok(v) => Err(self.error(format!("{what} is {v}; only finite numbers are allowed"))),
+            Err(_) => Err(self.error(format!("{what} {text:?} is not a number"))),
+        }
+    }
+}
+
+impl ExampleReader for DelimitedReader {
+    fn read(&mut self, example: &mut RawExample) -> Result<bool> {
+        if !self.reader.read_record(&mut self.record).map_err(|e| csv_error(&self.file, e))? {
+            return Ok(false);
+        }
+        if self.record.len() != self.kinds.len() {
+            return Err(self.error(format!("{} fields, expected {}", self.record.len(), self.kinds.len())));
+        }
+        example.clear();
+        example.line = self.line();
+        for c in 0..self.kinds.len() {
+            let field = self.record[c].trim();
+            match self.kinds[c] {
+                Kind::Label => {
+                    example.label = match &self.positive {
+                        Some(p) => (field == p) as u8 as f64,
+                        None => self.number(field, "label").map_err(|e| match e {
+                            LineaError::Input { file, line, message } => LineaError::Input {
+                                file,
+                                line,
+                                message: format!("{message} (use --positive VALUE for string labels)"),
+                            },
+                            other => other,
+                        })?,
+                    }
+                }
+                Kind::Ignored => {}
+                _ if field.is_empty() => {}
+                Kind::Numeric => {
+                    let value = self.number(field, &format!("column {}", self.names[c]))?;
+                    example.push_numeric(c as u32, value, self.numeric);
+                }
+                Kind::Categorical => example.push(c as u32, field, 1.0),
+            }
+        }
+        Ok(true)
+    }
+
+    fn variable_name(&self, v: u32) -> &str {
+        &self.names[v as usize]
+    }
+
+    fn is_dense(&self, v: u32) -> bool {
+        self.kinds[v as usize] == Kind::Numeric && self.numeric == NumericMode::Dense
+    }
+}
+
+fn first_line(path: &str) -> Result<String> {
+    let mut lines = Lines::open(path)?;
+    if !lines.next_line()? {
+        return Err(LineaError::data(path, "no examples: the file is empty"));
+    }
+    Ok(lines.text.clone())
+}
+
+fn reader(path: &str, delimiter: u8, header: bool) -> Result<csv::Reader<std::fs::File>> {
+    csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .has_headers(header)
+        .flexible(true)
+        .from_path(path)
+        .map_err(|e| csv_error(path, e))
+}
+
+fn csv_error(path: &str, e: csv::Error) -> LineaError {
+    let line = e.position().map_or(0, |p| p.line());
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => LineaError::io(path)(io),
+        csv::ErrorKind::Utf8 { .. } => LineaError::input(path, line, "not valid UTF-8 text"),
+        other => LineaError::input(path, line, format!("{other:?}")),
+    }
+}

@@ -1,0 +1,185 @@
+//! Readers of raw training data. Each turns one input format into [`RawExample`]s: a label,
+//! the input line it came from, and (variable, key, value) features, where a variable is
+//! what SCD makes a block of (a VW namespace, a Criteo/CSV/Parquet column; libsvm has one
+//! variable `f`) and a key names one feature of it.
+//!
+//! [`FeatureSpec`] says how to read a format; it is stored in the grid manifest and in the
+//! model, so `eval` and `predict` featurize new input exactly as `prepare` did.
+
+mod delimited;
+mod libsvm;
+mod parquet;
+mod vw;
+
+use crate::error::{LineaError, Result};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// `label index:value ...` (LIBSVM / SVMlight).
+    Libsvm,
+    /// Vowpal Wabbit text: `label |namespace feature[:value] ...`.
+    Vw,
+    /// Criteo display-ads TSV: label, 13 integer columns I1-I13, 26 categorical C1-C26.
+    Criteo,
+    /// Comma- or tab-separated text, with or without a header.
+    Csv,
+    /// Apache Parquet (any codec the parquet crate reads, Brotli included).
+    Parquet,
+}
+
+/// What becomes of a numeric column (CSV, Parquet, Criteo's integer columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NumericMode {
+    /// One feature carrying the raw value (a dense, pure one-feature block).
+    Dense,
+    /// One-hot over logarithmic buckets `sign(x) * floor(2 log2(1 + |x|))`: a pure
+    /// categorical block that lets a linear model fit a non-linear response to counts.
+    Buckets,
+}
+
+/// How to read one input format. Everything `prepare` was told, minus file names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureSpec {
+    pub format: Format,
+    /// Label column name (CSV with header, Parquet) or 0-based index; default: the first.
+    pub label: Option<String>,
+    /// A label equal to this string is 1, any other is 0.
+    pub positive: Option<String>,
+    pub numeric: NumericMode,
+    /// Columns that are not features (ids).
+    pub ignore: Vec<String>,
+}
+
+impl FeatureSpec {
+    /// Numeric mode when the user gave none: Criteo's integer columns are heavy-tailed
+    /// counts, so they are bucketized; other numeric columns stay dense.
+    pub fn default_numeric(format: Format) -> NumericMode {
+        if format == Format::Criteo { NumericMode::Buckets } else { NumericMode::Dense }
+    }
+}
+
+/// One example as read: label, source line and features as (variable, key, value).
+#[derive(Debug, Default)]
+pub struct RawExample {
+    pub label: f64,
+    /// 1-based line (row, for Parquet) in the input file.
+    pub line: u64,
+    keys: String,
+    features: Vec<(u32, u32, u32, f64)>,
+}
+
+impl RawExample {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.features.clear();
+    }
+
+    fn push(&mut self, variable: u32, key: &str, value: f64) {
+        let start = self.keys.len() as u32;
+        self.keys.push_str(key);
+        self.features.push((variable, start, self.keys.len() as u32, value));
+    }
+
+    /// Pushes a numeric column's feature as the spec says; zero dense values are absent.
+    fn push_numeric(&mut self, variable: u32, value: f64, mode: NumericMode) {
+        match mode {
+            NumericMode::Dense if value != 0.0 => self.push(variable, "", value),
+            NumericMode::Dense => {}
+            NumericMode::Buckets => {
+                let bucket = (2.0 * value.abs().ln_1p() / std::f64::consts::LN_2).floor() as i64;
+                let key = if value < 0.0 { format!("-{bucket}") } else { bucket.to_string() };
+                self.push(variable, &key, 1.0)
+            }
+        }
+    }
+
+    pub fn features(&self) -> impl Iterator<Item = (u32, &str, f64)> {
+        self.features.iter().map(|&(v, s, e, x)| (v, &self.keys[s as usize..e as usize], x))
+    }
+}
+
+/// A source of examples.
+pub trait ExampleReader {
+    /// Reads the next example into `example`; `false` at the end of input.
+    fn read(&mut self, example: &mut RawExample) -> Result<bool>;
+    /// Name of variable `v` (VW namespaces are discovered as they appear).
+    fn variable_name(&self, v: u32) -> &str;
+    /// Whether a variable holds one numeric value (its single feature has key "").
+    fn is_dense(&self, v: u32) -> bool;
+}
+
+/// Opens `path` in the format `spec` names.
+pub fn open(path: &str, spec: &FeatureSpec) -> Result<Box<dyn ExampleReader>> {
+    Ok(match spec.format {
+        Format::Libsvm => Box::new(libsvm::LibsvmReader::new(Lines::open(path)?)),
+        Format::Vw => Box::new(vw::VwReader::new(Lines::open(path)?)),
+        Format::Criteo => Box::new(delimited::DelimitedReader::criteo(Lines::open(path)?, spec)?),
+        Format::Csv => Box::new(delimited::DelimitedReader::csv(path, spec)?),
+        Format::Parquet => Box::new(parquet::ParquetReader::open(path, spec)?),
+    })
+}
+
+/// Lines of a text file with their numbers, for readers and their error messages.
+pub struct Lines {
+    pub file: String,
+    reader: Box<dyn BufRead>,
+    pub line: u64,
+    pub text: String,
+}
+
+impl Lines {
+    pub fn open(path: &str) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(LineaError::io(path))?;
+        Ok(Self { file: path.to_string(), reader: Box::new(std::io::BufReader::with_capacity(1 << 20, file)), line: 0, text: String::new() })
+    }
+
+    /// Advances to the next line that is not blank; `false` at the end.
+    pub fn next_line(&mut self) -> Result<bool> {
+        loop {
+            self.text.clear();
+            let n = self.reader.read_line(&mut self.text).map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => LineaError::input(&self.file, self.line + 1, "not valid UTF-8 text"),
+                _ => LineaError::io(&self.file)(e),
+            })?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.line += 1;
+            let trimmed = self.text.trim_end_matches(['\n', '\r']).len();
+            self.text.truncate(trimmed);
+            if !self.text.trim().is_empty() {
+                return Ok(true);
+            }
+        }
+    }
+
+    pub fn error(&self, message: impl Into<String>) -> LineaError {
+        LineaError::input(&self.file, self.line, message)
+    }
+
+    /// Parses a finite number, or says which field of which line is not one.
+    pub fn number(&self, text: &str, what: &str) -> Result<f64> {
+        match text.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            Ok(v) => Err(self.error(format!("{what} is {v}; only finite numbers are allowed"))),
+            Err(_) => Err(self.error(format!("{what} {text:?} is not a number"))),
+        }
+    }
+}
+
+/// Parses a label: a number, or 1/0 by comparison with `positive`.
+fn parse_label(text: &str, positive: Option<&str>, lines: &Lines) -> Result<f64> {
+    match positive {
+        Some(p) => Ok(if text.trim() == p { 1.0 } else { 0.0 }),
+        None => lines.number(text.trim(), "label").map_err(|e| match e {
+            LineaError::Input { file, line, message } => {
+                LineaError::Input { file, line, message: format!("{message} (use --positive VALUE for string labels)") }
+            }
+            other => other,
+        }),
+    }
+}

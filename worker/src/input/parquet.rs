@@ -1,0 +1,131 @@
+//! Apache Parquet through the parquet crate's row API: numeric and boolean columns are
+//! numeric variables, strings (and anything else) categorical, nulls missing.
+
+use super::{ExampleReader, FeatureSpec, NumericMode, RawExample};
+use crate::error::{LineaError, Result};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::{Field, Row};
+
+pub struct ParquetReader {
+    file: String,
+    rows: Box<dyn Iterator<Item = parquet::errors::Result<Row>> + Send>,
+    names: Vec<String>,
+    dense: Vec<bool>,
+    label: usize,
+    ignored: Vec<bool>,
+    positive: Option<String>,
+    numeric: NumericMode,
+    row: u64,
+}
+
+impl ParquetReader {
+    pub fn open(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        let handle = std::fs::File::open(path).map_err(LineaError::io(path))?;
+        let reader = SerializedFileReader::new(handle).map_err(|e| LineaError::data(path, format!("not a readable Parquet file: {e}")))?;
+        let schema = reader.metadata().file_metadata().schema_descr_ptr();
+        let names: Vec<String> = schema.columns().iter().map(|c| c.name().to_string()).collect();
+        if reader.metadata().file_metadata().num_rows() == 0 {
+            return Err(LineaError::data(path, "no examples: the file has no rows"));
+        }
+        let label = match &spec.label {
+            None => 0,
+            Some(l) => names.iter().position(|n| n == l).ok_or_else(|| {
+                LineaError::Usage(format!("{path}: no label column {l:?}; columns are {}", names.join(", ")))
+            })?,
+        };
+        for ignored in &spec.ignore {
+            if !names.contains(ignored) {
+                return Err(LineaError::Usage(format!("{path}: no column {ignored:?} to ignore; columns are {}", names.join(", "))));
+            }
+        }
+        use parquet::basic::Type;
+        let numeric: Vec<bool> = schema
+            .columns()
+            .iter()
+            .map(|c| matches!(c.physical_type(), Type::BOOLEAN | Type::INT32 | Type::INT64 | Type::FLOAT | Type::DOUBLE))
+            .collect();
+        let rows = reader.into_iter();
+        Ok(Self {
+            file: path.to_string(),
+            rows: Box::new(rows),
+            ignored: names.iter().map(|n| spec.ignore.contains(n)).collect(),
+            dense: numeric.iter().map(|&n| n && spec.numeric == NumericMode::Dense).collect(),
+            names,
+            label,
+            positive: spec.positive.clone(),
+            numeric: spec.numeric,
+            row: 0,
+        })
+    }
+
+    fn error(&self, message: impl Into<String>) -> LineaError {
+        LineaError::Input { file: self.file.clone(), line: self.row, message: message.into() }
+    }
+}
+
+fn number(field: &Field) -> Option<f64> {
+    Some(match field {
+        Field::Bool(b) => *b as u8 as f64,
+        Field::Byte(v) => *v as f64,
+        Field::Short(v) => *v as f64,
+        Field::Int(v) => *v as f64,
+        Field::Long(v) => *v as f64,
+        Field::UByte(v) => *v as f64,
+        Field::UShort(v) => *v as f64,
+        Field::UInt(v) => *v as f64,
+        Field::ULong(v) => *v as f64,
+        Field::Float(v) => *v as f64,
+        Field::Double(v) => *v,
+        _ => return None,
+    })
+}
+
+fn text(field: &Field) -> String {
+    match field {
+        Field::Str(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl ExampleReader for ParquetReader {
+    fn read(&mut self, example: &mut RawExample) -> Result<bool> {
+        let Some(row) = self.rows.next() else { return Ok(false) };
+        self.row += 1;
+        let row = row.map_err(|e| self.error(format!("unreadable: {e}")))?;
+        example.clear();
+        example.line = self.row;
+        for (c, (_, field)) in row.get_column_iter().enumerate() {
+            if c == self.label {
+                example.label = match (&self.positive, number(field)) {
+                    (Some(p), _) => (text(field).trim() == p) as u8 as f64,
+                    (None, Some(v)) if v.is_finite() => v,
+                    (None, Some(v)) => return Err(self.error(format!("label is {v}; only finite numbers are allowed"))),
+                    (None, None) if matches!(field, Field::Null) => return Err(self.error("label is missing")),
+                    (None, None) => {
+                        return Err(self.error(format!("label {:?} is not a number (use --positive VALUE for string labels)", text(field))));
+                    }
+                };
+                continue;
+            }
+            if self.ignored[c] || matches!(field, Field::Null) {
+                continue;
+            }
+            match number(field) {
+                Some(v) if !v.is_finite() => {
+                    return Err(self.error(format!("column {} is {v}; only finite numbers are allowed", self.names[c])));
+                }
+                Some(v) => example.push_numeric(c as u32, v, self.numeric),
+                None => example.push(c as u32, &text(field), 1.0),
+            }
+        }
+        Ok(true)
+    }
+
+    fn variable_name(&self, v: u32) -> &str {
+        &self.names[v as usize]
+    }
+
+    fn is_dense(&self, v: u32) -> bool {
+        self.dense[v as usize]
+    }
+}

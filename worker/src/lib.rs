@@ -1,0 +1,16 @@
+//! The linea runtime and command line: reading raw data, the grid on storage, training,
+//! evaluation. The math is in `linea-engine`; this crate moves bytes and drives it.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod error;
+pub mod eval;
+pub mod gridload;
+pub mod input;
+pub mod manifest;
+pub mod model;
+pub mod plot;
+pub mod prepare;
+pub mod progress;
+pub mod storage;
+pub mod train;

@@ -1,0 +1,92 @@
+//! The grid manifest: the one file that says what a grid holds. It is written last, so a
+//! grid without one is incomplete and is never read.
+
+use crate::error::{LineaError, Result};
+use crate::input::FeatureSpec;
+use crate::storage::Storage;
+use linea_engine::codec;
+use serde::{Deserialize, Serialize};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const GRID_FORMAT: &str = "linea-grid/1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub spec: FeatureSpec,
+    /// Input file name (without its folder, so equal inputs give equal manifests).
+    pub source: String,
+    pub rows: u64,
+    pub nnz: u64,
+    pub rows_per_shard: usize,
+    pub shards: Vec<ShardEntry>,
+    pub blocks: Vec<BlockEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    pub rows: usize,
+    pub labels: FileRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockEntry {
+    pub name: String,
+    /// The input variable the block's features come from (several blocks when split).
+    pub variable: String,
+    /// The variable is one numeric value (feature key "").
+    pub dense: bool,
+    pub pure: bool,
+    pub features: usize,
+    pub nnz: u64,
+    pub dictionary: FileRef,
+    /// One cell per row shard.
+    pub cells: Vec<FileRef>,
+}
+
+/// An object of the grid with its size and CRC-32C.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRef {
+    pub key: String,
+    pub bytes: u64,
+    pub crc32c: u32,
+}
+
+impl FileRef {
+    /// Writes `bytes` under `key` and returns the reference to put in the manifest.
+    pub fn write(storage: &dyn Storage, key: String, bytes: &[u8]) -> Result<FileRef> {
+        storage.write(&key, bytes)?;
+        Ok(FileRef { crc32c: codec::checksum(bytes), bytes: bytes.len() as u64, key })
+    }
+
+    /// Reads the object and verifies its checksum before anything decodes it.
+    pub fn read(&self, storage: &dyn Storage) -> Result<Vec<u8>> {
+        let bytes = storage.read(&self.key)?;
+        codec::verify_checksum(&bytes, self.crc32c)
+            .map_err(|source| LineaError::Engine { object: storage.describe(&self.key), source })?;
+        Ok(bytes)
+    }
+}
+
+impl Manifest {
+    pub fn read(storage: &dyn Storage) -> Result<Manifest> {
+        let bytes = storage.read(MANIFEST).map_err(|e| match e {
+            LineaError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => LineaError::data(
+                path.display().to_string(),
+                "no grid here (manifest missing): run `linea prepare` first, or it did not finish",
+            ),
+            other => other,
+        })?;
+        let manifest: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| LineaError::data(storage.describe(MANIFEST), format!("not a linea grid manifest: {e}")))?;
+        if manifest.format != GRID_FORMAT {
+            return Err(LineaError::data(storage.describe(MANIFEST), format!("grid format {} is not {GRID_FORMAT}", manifest.format)));
+        }
+        Ok(manifest)
+    }
+
+    pub fn write(&self, storage: &dyn Storage) -> Result<()> {
+        let json = serde_json::to_vec_pretty(self).expect("manifest serializes");
+        storage.write(MANIFEST, &json)
+    }
+}

@@ -1,0 +1,260 @@
+//! `linea prepare`: raw input -> the block x row-shard grid (SCD section 4.1).
+//!
+//! One streaming pass reads the input, numbers every (variable, key) feature, and at the end
+//! of each row shard compresses that shard's non-zeros per variable and writes its labels.
+//! Then each variable becomes blocks: a pure variable is one block; a set-valued one is
+//! split ([`linea_engine::partition`]); a constant bias block is added. Cells, dictionaries
+//! and finally the manifest are written. An old manifest is removed first, so an
+//! interrupted run never leaves a grid that looks complete.
+
+use crate::error::{LineaError, Result};
+use crate::input::{self, FeatureSpec, Format, RawExample};
+use crate::manifest::{BlockEntry, FileRef, Manifest, ShardEntry, GRID_FORMAT, MANIFEST};
+use crate::progress::Progress;
+use crate::storage::Storage;
+use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
+use linea_engine::grid::Cell;
+use linea_engine::partition;
+use std::collections::HashMap;
+
+pub const BIAS: &str = "(bias)";
+
+pub struct PrepareOptions {
+    pub input: String,
+    pub spec: FeatureSpec,
+    pub rows_per_shard: usize,
+}
+
+/// A variable as seen so far.
+struct Variable {
+    name: String,
+    dense: bool,
+    keys: HashMap<Box<str>, u32>,
+    dictionary: Vec<DictionaryEntry>,
+    nnz: u64,
+    /// Some example had two non-zeros in this variable.
+    set_valued: bool,
+    last_row: u64,
+    /// Compressed cell of each finished shard, feature ids numbered per variable.
+    cells: Vec<Vec<u8>>,
+    /// (row in shard, feature, value) of the shard being read.
+    pending: Vec<(u32, u32, f64)>,
+}
+
+impl Variable {
+    fn add(&mut self, key: &str, value: f64, row: u64, row_in_shard: u32) {
+        let next = self.dictionary.len() as u32;
+        let id = *self.keys.entry(key.into()).or_insert(next);
+        if id == next {
+            self.dictionary.push(DictionaryEntry { key: key.to_string(), nnz: 0, max_abs: 0.0 });
+        }
+        let entry = &mut self.dictionary[id as usize];
+        entry.nnz += 1;
+        entry.max_abs = entry.max_abs.max(value.abs());
+        self.nnz += 1;
+        self.set_valued |= self.last_row == row;
+        self.last_row = row;
+        self.pending.push((row_in_shard, id, value));
+    }
+}
+
+pub struct PrepareSummary {
+    pub manifest: Manifest,
+}
+
+pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progress) -> Result<PrepareSummary> {
+    if options.rows_per_shard == 0 || options.rows_per_shard > u32::MAX as usize {
+        return Err(LineaError::Usage("--rows-per-shard must be between 1 and 2^32-1".into()));
+    }
+    storage.remove(MANIFEST)?;
+    let mut reader = input::open(&options.input, &options.spec)?;
+    let mut variables: Vec<Variable> = Vec::new();
+    let mut shards: Vec<ShardEntry> = Vec::new();
+    let mut labels = ShardLabels::default();
+    let mut example = RawExample::default();
+    let mut rows = 0u64;
+    let bar = progress.counter("reading", "examples");
+    while reader.read(&mut example)? {
+        let row_in_shard = labels.labels.len() as u32;
+        for (v, key, value) in example.features() {
+            while variables.len() <= v as usize {
+                let id = variables.len() as u32;
+                variables.push(Variable {
+                    name: reader.variable_name(id).to_string(),
+                    dense: reader.is_dense(id),
+                    keys: HashMap::new(),
+                    dictionary: Vec::new(),
+                    nnz: 0,
+                    set_valued: false,
+                    last_row: u64::MAX,
+                    cells: vec![codec::encode_cell(&Cell::default()); shards.len()],
+                    pending: Vec::new(),
+                });
+            }
+            variables[v as usize].add(key, value, rows, row_in_shard);
+        }
+        labels.labels.push(example.label);
+        labels.lines.push(example.line);
+        rows += 1;
+        if labels.labels.len() == options.rows_per_shard {
+            finish_shard(storage, &mut variables, &mut shards, &mut labels)?;
+        }
+        if rows % 4096 == 0 {
+            bar.set(rows);
+        }
+    }
+    if !labels.labels.is_empty() {
+        finish_shard(storage, &mut variables, &mut shards, &mut labels)?;
+    }
+    bar.finish(rows);
+    if rows == 0 {
+        return Err(LineaError::data(&options.input, "no examples: the input has no data lines"));
+    }
+    let split_bar = progress.counter("writing blocks", "variables");
+    let mut blocks = vec![bias_block(storage, &shards)?];
+    for (i, variable) in variables.into_iter().enumerate() {
+        blocks.extend(write_variable(storage, variable, &options.spec, rows, options.rows_per_shard, blocks.len())?);
+        split_bar.set(i as u64 + 1);
+    }
+    split_bar.finish(blocks.len() as u64);
+    let manifest = Manifest {
+        format: GRID_FORMAT.to_string(),
+        spec: options.spec.clone(),
+        source: std::path::Path::new(&options.input).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        rows,
+        nnz: blocks.iter().map(|b| b.nnz).sum(),
+        rows_per_shard: options.rows_per_shard,
+        shards,
+        blocks,
+    };
+    manifest.write(storage)?;
+    Ok(PrepareSummary { manifest })
+}
+
+fn finish_shard(storage: &dyn Storage, variables: &mut [Variable], shards: &mut Vec<ShardEntry>, labels: &mut ShardLabels) -> Result<()> {
+    let shard = shards.len();
+    for variable in variables.iter_mut() {
+        let cell = Cell::from_triples(std::mem::take(&mut variable.pending));
+        variable.cells.push(codec::encode_cell(&cell));
+    }
+    let labels_ref = FileRef::write(storage, format!("labels/r{shard:06}"), &codec::encode_labels(labels))?;
+    shards.push(ShardEntry { rows: labels.labels.len(), labels: labels_ref });
+    *labels = ShardLabels::default();
+    Ok(())
+}
+
+fn cell_key(block: usize, shard: usize) -> String {
+    format!("cells/b{block:05}/r{shard:06}")
+}
+
+fn write_dictionary(storage: &dyn Storage, block: usize, entries: &[DictionaryEntry]) -> Result<FileRef> {
+    FileRef::write(storage, format!("dictionaries/b{block:05}"), &codec::encode_dictionary(entries))
+}
+
+/// The always-on bias feature: one pure block whose one feature is 1 in every row.
+fn bias_block(storage: &dyn Storage, shards: &[ShardEntry]) -> Result<BlockEntry> {
+    let cells = shards
+        .iter()
+        .enumerate()
+        .map(|(s, shard)| {
+            let cell = Cell::from_triples((0..shard.rows as u32).map(|r| (r, 0, 1.0)).collect());
+            FileRef::write(storage, cell_key(0, s), &codec::encode_cell(&cell))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rows: u64 = shards.iter().map(|s| s.rows as u64).sum();
+    Ok(BlockEntry {
+        name: BIAS.to_string(),
+        variable: BIAS.to_string(),
+        dense: true,
+        pure: true,
+        features: 1,
+        nnz: rows,
+        dictionary: write_dictionary(storage, 0, &[DictionaryEntry { key: String::new(), nnz: rows, max_abs: 1.0 }])?,
+        cells,
+    })
+}
+
+/// Writes a variable as one block (pure) or several (set-valued), numbered from `first`.
+fn write_variable(
+    storage: &dyn Storage,
+    variable: Variable,
+    spec: &FeatureSpec,
+    rows: u64,
+    rows_per_shard: usize,
+    first: usize,
+) -> Result<Vec<BlockEntry>> {
+    let object = |key: &str| storage.describe(key);
+    if !variable.set_valued {
+        let cells = variable
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(s, bytes)| FileRef::write(storage, cell_key(first, s), bytes))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(vec![BlockEntry {
+            name: variable.name.clone(),
+            variable: variable.name,
+            dense: variable.dense,
+            pure: true,
+            features: variable.dictionary.len(),
+            nnz: variable.nnz,
+            dictionary: write_dictionary(storage, first, &variable.dictionary)?,
+            cells,
+        }]);
+    }
+    // Set-valued: gather each feature's rows, split, and rewrite the cells per block.
+    let decoded: Vec<Cell> = variable
+        .cells
+        .iter()
+        .map(|b| codec::decode_cell(b).map_err(|source| LineaError::Engine { object: object(&variable.name), source }))
+        .collect::<Result<_>>()?;
+    let mut feature_rows: Vec<Vec<u32>> = vec![Vec::new(); variable.dictionary.len()];
+    for (s, cell) in decoded.iter().enumerate() {
+        for (&r, &l) in cell.rows.iter().zip(&cell.local) {
+            feature_rows[cell.feature_ids[l as usize] as usize].push((s * rows_per_shard) as u32 + r);
+        }
+    }
+    let assignment = if spec.format == Format::Libsvm {
+        partition::pure_coloring(&feature_rows, rows as usize)
+    } else {
+        let k = (variable.nnz as f64 / rows as f64).round().max(1.0) as usize;
+        partition::balanced_split(&feature_rows, rows as usize, k.min(variable.dictionary.len()))
+    };
+    let count = assignment.iter().max().map_or(0, |&m| m as usize + 1);
+    // Features of each block keep their relative order; `position` maps them to it.
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); count];
+    let mut position = vec![0u32; assignment.len()];
+    for (f, &b) in assignment.iter().enumerate() {
+        position[f] = members[b as usize].len() as u32;
+        members[b as usize].push(f as u32);
+    }
+    let mut blocks = Vec::with_capacity(count);
+    for (b, features) in members.iter().enumerate() {
+        let index = first + b;
+        let cells = decoded
+            .iter()
+            .enumerate()
+            .map(|(s, cell)| {
+                let triples = (0..cell.nnz())
+                    .filter_map(|k| {
+                        let f = cell.feature_ids[cell.local[k] as usize] as usize;
+                        (assignment[f] == b as u32).then(|| (cell.rows[k], position[f], cell.value(k)))
+                    })
+                    .collect();
+                FileRef::write(storage, cell_key(index, s), &codec::encode_cell(&Cell::from_triples(triples)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let dictionary: Vec<DictionaryEntry> = features.iter().map(|&f| variable.dictionary[f as usize].clone()).collect();
+        blocks.push(BlockEntry {
+            name: if count == 1 { variable.name.clone() } else { format!("{}#{b}", variable.name) },
+            variable: variable.name.clone(),
+            dense: false,
+            pure: partition::is_pure(&feature_rows, rows as usize, &assignment, b as u32),
+            features: features.len(),
+            nnz: dictionary.iter().map(|d| d.nnz).sum(),
+            dictionary: write_dictionary(storage, index, &dictionary)?,
+            cells,
+        });
+    }
+    Ok(blocks)
+}
