@@ -1,0 +1,191 @@
+//! The `linea` binary end to end: every shared dataset through prepare -> train -> eval,
+//! identical model bytes, and clear refusals of bad input.
+
+mod common;
+
+use common::data;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn linea(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linea")).args(args).arg("--quiet").output().expect("linea runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = linea(args);
+    assert!(out.status.success(), "linea {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command that must fail with exit code 2 and returns its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = linea(args);
+    assert_eq!(out.status.code(), Some(2), "linea {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stderr).unwrap()
+}
+
+fn path(dir: &Path, name: &str) -> String {
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+/// The number after `name` in `eval`'s table.
+fn metric(table: &str, name: &str) -> f64 {
+    table.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name} in {table}")).trim().parse().unwrap()
+}
+
+#[test]
+fn every_shared_dataset_goes_through_prepare_train_eval() {
+    struct Set {
+        input: &'static str,
+        prepare: &'static [&'static str],
+        loss: &'static str,
+        test: Option<&'static str>,
+    }
+    let sets = [
+        Set { input: "a9a/a9a.train.libsvm", prepare: &["--format", "libsvm"], loss: "logistic", test: Some("a9a/a9a.test.libsvm") },
+        Set { input: "w8a/w8a.libsvm", prepare: &["--format", "libsvm"], loss: "logistic", test: None },
+        Set { input: "rcv1-small/rcv1_small.vw", prepare: &["--format", "vw"], loss: "logistic", test: None },
+        Set { input: "movielens-100k/ratings.vw", prepare: &["--format", "vw"], loss: "squared", test: None },
+        Set { input: "criteo-sample/train.tsv", prepare: &["--format", "criteo"], loss: "logistic", test: Some("criteo-sample/test.tsv") },
+        Set { input: "higgs-sample/higgs.train.tsv", prepare: &["--format", "csv"], loss: "logistic", test: Some("higgs-sample/higgs.test.tsv") },
+        Set {
+            input: "adult/adult.parquet",
+            prepare: &["--format", "parquet", "--label", "income", "--positive", ">50K"],
+            loss: "logistic",
+            test: None,
+        },
+        Set {
+            input: "protein-kdd2004/protein.parquet",
+            prepare: &["--format", "parquet", "--label", "target", "--ignore", "EXAMPLE_ID,BLOCK_ID"],
+            loss: "logistic",
+            test: None,
+        },
+    ];
+    for set in sets {
+        let dir = tempfile::tempdir().unwrap();
+        let (grid, model) = (path(dir.path(), "grid"), path(dir.path(), "model"));
+        let input = data(set.input);
+        let mut args = vec!["prepare", "--input", &input, "--output", &grid];
+        args.extend_from_slice(set.prepare);
+        ok(&args);
+        let trained = ok(&["train", "--data", &grid, "--model", &model, "--loss", set.loss, "--tolerance", "1e-9"]);
+        let objective: f64 = trained.split("objective ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        // Evaluating the training grid gives back the training objective, bit for bit as printed.
+        let on_grid = ok(&["eval", "--model", &model, "--data", &grid]);
+        assert_eq!(format!("{:.10}", metric(&on_grid, "objective")), format!("{objective:.10}"), "{}", set.input);
+        // And the raw training file, featurized from the model's spec, agrees with the grid.
+        let on_raw = ok(&["eval", "--model", &model, "--data", &input]);
+        assert_eq!(metric(&on_raw, "examples"), metric(&on_grid, "examples"), "{}", set.input);
+        assert!((metric(&on_raw, "objective") - objective).abs() <= 1e-9 * objective, "{}: {on_raw}", set.input);
+        if set.loss == "logistic" {
+            assert!(metric(&on_grid, "auc") > 0.6, "{}: {on_grid}", set.input);
+        } else {
+            assert!(metric(&on_grid, "rmse") < 1.0, "{}: {on_grid}", set.input);
+        }
+        if let Some(test) = set.test {
+            let held_out = ok(&["eval", "--model", &model, "--data", &data(test)]);
+            assert!(metric(&held_out, "auc") > 0.6, "{test}: {held_out}");
+        }
+    }
+}
+
+#[test]
+fn models_are_identical_bytes_whatever_the_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    ok(&["prepare", "--input", &data("movielens-100k/ratings.vw"), "--format", "vw", "--output", &grid, "--rows-per-shard", "6000"]);
+    let mut models = Vec::new();
+    for (i, threads) in ["1", "2", "3", "2"].iter().enumerate() {
+        let model = path(dir.path(), &format!("model-{i}"));
+        ok(&["train", "--data", &grid, "--model", &model, "--loss", "squared", "--threads", threads, "--epochs", "15"]);
+        models.push(std::fs::read(&model).unwrap());
+    }
+    assert!(models.windows(2).all(|w| w[0] == w[1]), "model bytes differ between runs");
+    let text = String::from_utf8(models[0].clone()).unwrap();
+    assert!(text.lines().count() > 2000, "one line per weight");
+}
+
+#[test]
+fn predict_writes_one_probability_per_example_and_train_writes_plot_and_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (grid, model) = (path(dir.path(), "grid"), path(dir.path(), "model"));
+    let (plot, trace, scores) = (path(dir.path(), "plot.svg"), path(dir.path(), "trace.csv"), path(dir.path(), "scores"));
+    ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
+    ok(&["train", "--data", &grid, "--model", &model, "--plot", &plot, "--trace", &trace]);
+    ok(&["predict", "--model", &model, "--input", &data("a9a/a9a.test.libsvm"), "--output", &scores]);
+    let scores: Vec<f64> = std::fs::read_to_string(&scores).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(scores.len(), 16281);
+    assert!(scores.iter().all(|&p| (0.0..=1.0).contains(&p)));
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let objectives: Vec<f64> = trace.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(trace.starts_with("epoch,seconds,objective\n") && objectives.len() > 3);
+    assert!(objectives.windows(2).all(|w| w[1] <= w[0]), "per-epoch objective must not rise: {objectives:?}");
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.trim_end().ends_with("</svg>"));
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let file = path(dir, name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[test]
+fn bad_input_is_refused_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    let cases = [
+        ("malformed.libsvm", "1 3:1 4:1\n0 5:1\n1 7\n", "libsvm", ":3: feature \"7\" is not index:value"),
+        ("nan.libsvm", "1 3:1\n0 4:nan\n", "libsvm", ":2: value of feature 4 is NaN"),
+        ("inf.vw", "1 |a x:1\n0 |a y:inf\n", "vw", ":2: value of feature y is inf"),
+        ("label.csv", "y,a\n1,2\nyes,3\n", "csv", ":3: label \"yes\" is not a number (use --positive VALUE"),
+        ("short.tsv", &format!("0{}\n", "\t1".repeat(10)), "criteo", ":1: 11 fields, expected 40"),
+        ("empty.libsvm", "\n\n", "libsvm", "no examples"),
+    ];
+    for (name, text, format, expected) in cases {
+        let file = write(dir.path(), name, text);
+        let err = refused(&["prepare", "--input", &file, "--format", format, "--output", &grid]);
+        assert!(err.contains(&file) && err.contains(expected), "{name}: {err}");
+    }
+    let err = refused(&["prepare", "--input", "x", "--format", "xml", "--output", &grid]);
+    assert!(err.contains("invalid value 'xml'") && err.contains("libsvm"), "{err}");
+}
+
+#[test]
+fn labels_outside_the_loss_domain_name_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    let file = write(dir.path(), "ratings.libsvm", "1 1:1\n0 2:1\n3 1:1\n");
+    ok(&["prepare", "--input", &file, "--format", "libsvm", "--output", &grid]);
+    let err = refused(&["train", "--data", &grid, "--model", &path(dir.path(), "m")]);
+    assert!(err.contains("ratings.libsvm:3: label 3 is outside the logistic loss's domain"), "{err}");
+    assert!(!Path::new(&path(dir.path(), "m")).exists(), "no model from a refused run");
+    ok(&["train", "--data", &grid, "--model", &path(dir.path(), "m"), "--loss", "squared"]);
+}
+
+#[test]
+fn a_corrupt_cell_is_caught_by_its_checksum_and_never_trained_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
+    let cell = Path::new(&grid).join("cells/b00003/r000001");
+    let mut bytes = std::fs::read(&cell).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&cell, bytes).unwrap();
+    let model = path(dir.path(), "m");
+    let err = refused(&["train", "--data", &grid, "--model", &model]);
+    assert!(err.contains("cells/b00003/r000001") && err.contains("checksum mismatch"), "{err}");
+    assert!(!Path::new(&model).exists());
+}
+
+#[test]
+fn a_failed_prepare_leaves_no_grid_that_looks_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
+    let bad = write(dir.path(), "bad.libsvm", &format!("{}1 2:x\n", "1 1:1\n".repeat(50_000)));
+    refused(&["prepare", "--input", &bad, "--format", "libsvm", "--output", &grid, "--rows-per-shard", "1000"]);
+    let err = refused(&["train", "--data", &grid, "--model", &path(dir.path(), "m")]);
+    assert!(err.contains("no grid here"), "{err}");
+}
