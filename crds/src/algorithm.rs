@@ -61,24 +61,15 @@ pub enum Algorithm {
 pub(crate) fn algorithm_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let derived = Algorithm::json_schema(generator);
     let mut properties = serde_json::Map::new();
-    let branches = derived
-        .get("oneOf")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten();
+    let branches = derived.get("oneOf").and_then(serde_json::Value::as_array).into_iter().flatten();
     for branch in branches {
-        let Some(props) = branch
-            .get("properties")
-            .and_then(serde_json::Value::as_object)
-        else {
+        let Some(props) = branch.get("properties").and_then(serde_json::Value::as_object) else {
             continue;
         };
         for (name, property) in props {
             let mut property = property.clone();
             // The variant's doc comment sits on its branch; move it onto the property.
-            if let (Some(description), Some(obj)) =
-                (branch.get("description"), property.as_object_mut())
-            {
+            if let (Some(description), Some(obj)) = (branch.get("description"), property.as_object_mut()) {
                 obj.insert("description".into(), description.clone());
             }
             properties.insert(name.clone(), property);
@@ -317,12 +308,7 @@ pub struct IpmParams {
 
 impl Default for IpmParams {
     fn default() -> Self {
-        Self {
-            loss: Loss::default(),
-            l2: 0.0,
-            epochs: default_ipm_epochs(),
-            learning_rate: default_learning_rate(),
-        }
+        Self { loss: Loss::default(), l2: 0.0, epochs: default_ipm_epochs(), learning_rate: default_learning_rate() }
     }
 }
 
@@ -345,16 +331,8 @@ mod tests {
 
     #[test]
     fn zero_two_or_unknown_blocks_do_not_parse() {
-        for bad in [
-            json!({}),
-            json!({"scd": {}, "ipm": {}}),
-            json!({"sgd": {}}),
-            json!({"scd": {"loss": "poisson"}}),
-        ] {
-            assert!(
-                serde_json::from_value::<Algorithm>(bad.clone()).is_err(),
-                "{bad}"
-            );
+        for bad in [json!({}), json!({"scd": {}, "ipm": {}}), json!({"sgd": {}}), json!({"scd": {"loss": "poisson"}})] {
+            assert!(serde_json::from_value::<Algorithm>(bad.clone()).is_err(), "{bad}");
         }
     }
 
@@ -370,11 +348,7 @@ mod tests {
         assert_eq!(names, Algorithm::NAMES);
         for a in &all {
             let key = serde_json::to_value(a).unwrap();
-            assert!(
-                key.get(a.name()).is_some(),
-                "{} serializes under its name",
-                a.name()
-            );
+            assert!(key.get(a.name()).is_some(), "{} serializes under its name", a.name());
         }
         assert_eq!(Algorithm::default().name(), "scd");
     }

@@ -53,13 +53,7 @@ pub fn markdown() -> String {
         object_sections(&schema["properties"][top], top, &mut out);
     }
 
-    let quoted = |names: &[&str]| {
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let quoted = |names: &[&str]| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
     let _ = write!(
         out,
         "\n## Conditions\n\nTypes: {}.\n\nReasons: {}.\n\nStatus values are `True`, `False`, \
@@ -71,11 +65,7 @@ pub fn markdown() -> String {
 
     out.push_str("\n## Printer columns\n\n| Column | JSONPath | Shown |\n| --- | --- | --- |\n");
     for c in version.additional_printer_columns.iter().flatten() {
-        let shown = if c.priority.unwrap_or(0) > 0 {
-            "`-o wide`"
-        } else {
-            "always"
-        };
+        let shown = if c.priority.unwrap_or(0) > 0 { "`-o wide`" } else { "always" };
         let _ = writeln!(out, "| {} | `{}` | {shown} |", c.name, c.json_path);
     }
     if let Some(scale) = version.subresources.as_ref().and_then(|s| s.scale.as_ref()) {
@@ -91,10 +81,7 @@ pub fn markdown() -> String {
 }
 
 fn one_line(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+    text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
 }
 
 fn is_expanded_object(name: &str, node: &Value) -> bool {
@@ -120,10 +107,7 @@ fn type_of(name: &str, node: &Value) -> String {
 fn constraints(node: &Value) -> String {
     let mut parts = Vec::new();
     if let Some(values) = node["enum"].as_array() {
-        let values: Vec<String> = values
-            .iter()
-            .map(|v| format!("`{}`", v.as_str().unwrap_or_default()))
-            .collect();
+        let values: Vec<String> = values.iter().map(|v| format!("`{}`", v.as_str().unwrap_or_default())).collect();
         parts.push(format!("one of {}", values.join(", ")));
     }
     if let Some(min) = node["minimum"].as_f64() {
@@ -137,10 +121,7 @@ fn constraints(node: &Value) -> String {
     }
     if let Some(rules) = node["x-kubernetes-validations"].as_array() {
         for r in rules {
-            parts.push(format!(
-                "CEL: {}",
-                r["message"].as_str().unwrap_or_default()
-            ));
+            parts.push(format!("CEL: {}", r["message"].as_str().unwrap_or_default()));
         }
     }
     parts.join("; ").replace('|', "\\|")
@@ -160,17 +141,8 @@ fn object_sections(node: &Value, path: &str, out: &mut String) {
     let Some(props) = node["properties"].as_object() else {
         return;
     };
-    let _ = write!(
-        out,
-        "\n## `{path}`\n\n{}\n",
-        one_line(node["description"].as_str().unwrap_or_default())
-    );
-    let required: Vec<&str> = node["required"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let _ = write!(out, "\n## `{path}`\n\n{}\n", one_line(node["description"].as_str().unwrap_or_default()));
+    let required: Vec<&str> = node["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     if let Some(rules) = node["x-kubernetes-validations"].as_array() {
         out.push_str("\nRules:\n\n");
         for r in rules {
@@ -184,17 +156,10 @@ fn object_sections(node: &Value, path: &str, out: &mut String) {
     }
     out.push_str("\n| Field | Type | Default | Description | Validation |\n| --- | --- | --- | --- | --- |\n");
     for (name, child) in props {
-        let field = if required.contains(&name.as_str()) {
-            format!("`{name}` (required)")
-        } else {
-            format!("`{name}`")
-        };
+        let field =
+            if required.contains(&name.as_str()) { format!("`{name}` (required)") } else { format!("`{name}`") };
         // An object's own rules are listed in its section, not in its parent's row.
-        let checks = if is_expanded_object(name, child) {
-            String::new()
-        } else {
-            constraints(child)
-        };
+        let checks = if is_expanded_object(name, child) { String::new() } else { constraints(child) };
         let _ = writeln!(
             out,
             "| {field} | {} | {} | {} | {checks} |",

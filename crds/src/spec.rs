@@ -83,11 +83,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         description = "Training throughput",
         priority = 1
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.elastic) || !self.elastic.enabled || (has(self.algorithm) && has(self.algorithm.cocoa))").message(crate::validation::MSG_ELASTIC_NEEDS_COCOA))]

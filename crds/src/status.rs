@@ -208,8 +208,7 @@ impl TrainingJobStatus {
 
     /// Whether the condition of the given type is present with status `True`.
     pub fn is_condition_true(&self, type_: &str) -> bool {
-        self.condition(type_)
-            .is_some_and(|c| c.status == condition_status::TRUE)
+        self.condition(type_).is_some_and(|c| c.status == condition_status::TRUE)
     }
 
     /// Whether the job is over (phase Succeeded or Failed).
@@ -262,49 +261,16 @@ mod tests {
     #[test]
     fn set_condition_keeps_the_transition_time_while_status_holds() {
         let mut s = TrainingJobStatus::default();
-        assert!(s.set_condition(condition(
-            condition_type::RUNNING,
-            "False",
-            reason::MASTER_STARTING,
-            10
-        )));
-        assert!(s.set_condition(condition(
-            condition_type::RUNNING,
-            "True",
-            reason::TRAINING,
-            20
-        )));
-        assert_eq!(
-            s.condition(condition_type::RUNNING)
-                .unwrap()
-                .last_transition_time,
-            time(20)
-        );
+        assert!(s.set_condition(condition(condition_type::RUNNING, "False", reason::MASTER_STARTING, 10)));
+        assert!(s.set_condition(condition(condition_type::RUNNING, "True", reason::TRAINING, 20)));
+        assert_eq!(s.condition(condition_type::RUNNING).unwrap().last_transition_time, time(20));
         // Same status, new time: the transition time stays, nothing changed.
-        assert!(!s.set_condition(condition(
-            condition_type::RUNNING,
-            "True",
-            reason::TRAINING,
-            30
-        )));
-        assert_eq!(
-            s.condition(condition_type::RUNNING)
-                .unwrap()
-                .last_transition_time,
-            time(20)
-        );
+        assert!(!s.set_condition(condition(condition_type::RUNNING, "True", reason::TRAINING, 30)));
+        assert_eq!(s.condition(condition_type::RUNNING).unwrap().last_transition_time, time(20));
         // Same status, new reason: updated, transition time kept.
-        assert!(s.set_condition(condition(
-            condition_type::RUNNING,
-            "True",
-            reason::ELASTIC_SCALE_IN,
-            40
-        )));
+        assert!(s.set_condition(condition(condition_type::RUNNING, "True", reason::ELASTIC_SCALE_IN, 40)));
         let c = s.condition(condition_type::RUNNING).unwrap();
-        assert_eq!(
-            (c.reason.as_str(), c.last_transition_time.clone()),
-            (reason::ELASTIC_SCALE_IN, time(20))
-        );
+        assert_eq!((c.reason.as_str(), c.last_transition_time.clone()), (reason::ELASTIC_SCALE_IN, time(20)));
         assert!(s.is_condition_true(condition_type::RUNNING));
         assert!(!s.is_condition_true(condition_type::SUCCEEDED));
         assert_eq!(s.conditions.len(), 1);

@@ -10,14 +10,11 @@ use crate::algorithm::Algorithm;
 use crate::spec::TrainingJobSpec;
 
 /// CEL message: `workers.minReplicas` above `workers.maxReplicas`.
-pub const MSG_MIN_GT_MAX: &str =
-    "workers.minReplicas must be less than or equal to workers.maxReplicas";
+pub const MSG_MIN_GT_MAX: &str = "workers.minReplicas must be less than or equal to workers.maxReplicas";
 /// CEL message: `workers.replicas` below `workers.minReplicas`.
-pub const MSG_REPLICAS_LT_MIN: &str =
-    "workers.replicas must be greater than or equal to workers.minReplicas";
+pub const MSG_REPLICAS_LT_MIN: &str = "workers.replicas must be greater than or equal to workers.minReplicas";
 /// CEL message: `workers.replicas` above `workers.maxReplicas`.
-pub const MSG_REPLICAS_GT_MAX: &str =
-    "workers.replicas must be less than or equal to workers.maxReplicas";
+pub const MSG_REPLICAS_GT_MAX: &str = "workers.replicas must be less than or equal to workers.maxReplicas";
 /// CEL message: zero or several algorithm blocks.
 pub const MSG_EXACTLY_ONE_ALGORITHM: &str =
     "exactly one of algorithm.scd, algorithm.cocoa, algorithm.hybrid, algorithm.ipm must be set";
@@ -27,19 +24,16 @@ pub const MSG_ALGORITHM_IMMUTABLE: &str =
 /// CEL message: datasetUri is not file:// or s3://.
 pub const MSG_DATASET_URI_SCHEME: &str = "datasetUri must be a file:// or s3:// URI";
 /// CEL message: datasetUri changed after creation.
-pub const MSG_DATASET_URI_IMMUTABLE: &str =
-    "datasetUri is immutable: create a new TrainingJob to train on other data";
+pub const MSG_DATASET_URI_IMMUTABLE: &str = "datasetUri is immutable: create a new TrainingJob to train on other data";
 /// CEL message: modelUri is not file:// or s3://.
 pub const MSG_MODEL_URI_SCHEME: &str = "modelUri must be a file:// or s3:// URI";
 /// CEL message: modelUri changed after creation.
-pub const MSG_MODEL_URI_IMMUTABLE: &str =
-    "modelUri is immutable: create a new TrainingJob to write elsewhere";
+pub const MSG_MODEL_URI_IMMUTABLE: &str = "modelUri is immutable: create a new TrainingJob to write elsewhere";
 /// CEL message: elastic scale-in asked for an algorithm other than CoCoA.
 pub const MSG_ELASTIC_NEEDS_COCOA: &str =
     "elastic.enabled requires algorithm.cocoa: the scale-in policy follows CoCoA's duality gap";
 /// CEL message: CoCoA with a non-positive L2.
-pub const MSG_COCOA_L2_POSITIVE: &str =
-    "cocoa.l2 must be greater than 0: SDCA needs a strongly convex regularizer";
+pub const MSG_COCOA_L2_POSITIVE: &str = "cocoa.l2 must be greater than 0: SDCA needs a strongly convex regularizer";
 /// CEL message: IPM with a non-positive learning rate.
 pub const MSG_IPM_LEARNING_RATE_POSITIVE: &str = "ipm.learningRate must be greater than 0";
 
@@ -71,42 +65,26 @@ impl Problems {
 
     /// `value >= min`, false for NaN.
     fn at_least_f64(&mut self, field: &str, value: f64, min: f64) {
-        self.check(
-            value >= min && value.is_finite(),
-            format!("{field} must be a finite number >= {min}, got {value}"),
-        );
+        self.check(value >= min && value.is_finite(), format!("{field} must be a finite number >= {min}, got {value}"));
     }
 
     fn at_least(&mut self, field: &str, value: i64, min: i64) {
-        self.check(
-            value >= min,
-            format!("{field} must be >= {min}, got {value}"),
-        );
+        self.check(value >= min, format!("{field} must be >= {min}, got {value}"));
     }
 
     fn at_most(&mut self, field: &str, value: i64, max: i64) {
-        self.check(
-            value <= max,
-            format!("{field} must be <= {max}, got {value}"),
-        );
+        self.check(value <= max, format!("{field} must be <= {max}, got {value}"));
     }
 
     fn into_result(self) -> Result<(), InvalidSpec> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(InvalidSpec { problems: self.0 })
-        }
+        if self.0.is_empty() { Ok(()) } else { Err(InvalidSpec { problems: self.0 }) }
     }
 }
 
 /// Whether `uri` is a `file://` or `s3://` URI with something after the scheme, as the CEL
 /// rule `self.matches('^(file|s3)://.+$')` says.
 pub fn is_supported_uri(uri: &str) -> bool {
-    ["file://", "s3://"].iter().any(|scheme| {
-        uri.strip_prefix(scheme)
-            .is_some_and(|rest| !rest.is_empty())
-    })
+    ["file://", "s3://"].iter().any(|scheme| uri.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
 }
 
 impl TrainingJobSpec {
@@ -128,11 +106,7 @@ impl TrainingJobSpec {
             Algorithm::Cocoa(a) => {
                 p.check(a.l2 > 0.0 && a.l2.is_finite(), MSG_COCOA_L2_POSITIVE);
                 p.at_least("algorithm.cocoa.epochs", a.epochs.into(), 1);
-                p.at_least_f64(
-                    "algorithm.cocoa.dualityGapTolerance",
-                    a.duality_gap_tolerance,
-                    0.0,
-                );
+                p.at_least_f64("algorithm.cocoa.dualityGapTolerance", a.duality_gap_tolerance, 0.0);
                 if let Some(h) = a.local_iterations {
                     p.at_least("algorithm.cocoa.localIterations", h, 1);
                 }
@@ -142,19 +116,12 @@ impl TrainingJobSpec {
                 p.at_least("algorithm.hybrid.sgdPasses", a.sgd_passes.into(), 0);
                 p.at_least("algorithm.hybrid.lbfgsMemory", a.lbfgs_memory.into(), 1);
                 p.at_most("algorithm.hybrid.lbfgsMemory", a.lbfgs_memory.into(), 100);
-                p.at_least(
-                    "algorithm.hybrid.lbfgsIterations",
-                    a.lbfgs_iterations.into(),
-                    1,
-                );
+                p.at_least("algorithm.hybrid.lbfgsIterations", a.lbfgs_iterations.into(), 1);
             }
             Algorithm::Ipm(a) => {
                 p.at_least_f64("algorithm.ipm.l2", a.l2, 0.0);
                 p.at_least("algorithm.ipm.epochs", a.epochs.into(), 1);
-                p.check(
-                    a.learning_rate > 0.0 && a.learning_rate.is_finite(),
-                    MSG_IPM_LEARNING_RATE_POSITIVE,
-                );
+                p.check(a.learning_rate > 0.0 && a.learning_rate.is_finite(), MSG_IPM_LEARNING_RATE_POSITIVE);
             }
         }
 
@@ -177,10 +144,7 @@ impl TrainingJobSpec {
         p.at_most("elastic.scaleInFactor", e.scale_in_factor.into(), 64);
         p.at_least_f64("elastic.slopeRatio", e.slope_ratio, 1.0);
         p.at_least("elastic.windowEpochs", e.window_epochs.into(), 1);
-        p.check(
-            !e.enabled || self.algorithm.supports_elastic(),
-            MSG_ELASTIC_NEEDS_COCOA,
-        );
+        p.check(!e.enabled || self.algorithm.supports_elastic(), MSG_ELASTIC_NEEDS_COCOA);
 
         let r = &self.run_policy;
         p.at_least("runPolicy.backoffLimit", r.backoff_limit.into(), 0);
@@ -200,10 +164,7 @@ impl TrainingJobSpec {
         if let Err(e) = self.validate() {
             p.0.extend(e.problems);
         }
-        p.check(
-            self.dataset_uri == old.dataset_uri,
-            MSG_DATASET_URI_IMMUTABLE,
-        );
+        p.check(self.dataset_uri == old.dataset_uri, MSG_DATASET_URI_IMMUTABLE);
         p.check(self.model_uri == old.model_uri, MSG_MODEL_URI_IMMUTABLE);
         p.check(self.algorithm == old.algorithm, MSG_ALGORITHM_IMMUTABLE);
         p.into_result()
@@ -244,11 +205,7 @@ mod tests {
     #[test]
     fn non_finite_numbers_are_refused() {
         let mut s = spec();
-        s.algorithm = Algorithm::Scd(ScdParams {
-            l2: f64::NAN,
-            tolerance: f64::INFINITY,
-            ..ScdParams::default()
-        });
+        s.algorithm = Algorithm::Scd(ScdParams { l2: f64::NAN, tolerance: f64::INFINITY, ..ScdParams::default() });
         let err = s.validate().unwrap_err();
         assert_eq!(err.problems.len(), 2, "{err}");
     }

@@ -156,12 +156,7 @@ mod tests {
     use super::*;
 
     fn workers(replicas: i32, min: i32, max: Option<i32>) -> WorkerSpec {
-        WorkerSpec {
-            replicas,
-            min_replicas: min,
-            max_replicas: max,
-            ..WorkerSpec::default()
-        }
+        WorkerSpec { replicas, min_replicas: min, max_replicas: max, ..WorkerSpec::default() }
     }
 
     #[test]
@@ -185,10 +180,7 @@ mod tests {
     #[test]
     fn elastic_defaults_are_the_papers() {
         let e = ElasticPolicy::default();
-        assert_eq!(
-            (e.scale_in_factor, e.slope_ratio, e.window_epochs),
-            (4, 1.25, 2)
-        );
+        assert_eq!((e.scale_in_factor, e.slope_ratio, e.window_epochs), (4, 1.25, 2));
         assert!(!e.enabled);
     }
 }

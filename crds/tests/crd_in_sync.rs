@@ -9,10 +9,7 @@ const REGENERATE: &str = "run `cargo run -p linea-crds --bin crdgen > crds/train
 fn committed_crd_yaml_matches_the_types() {
     let generated = linea_crds::crd_yaml().expect("the CRD serializes");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for committed in [
-        root.join("trainingjob.crd.yaml"),
-        root.join("../charts/linea/crds/trainingjob.yaml"),
-    ] {
+    for committed in [root.join("trainingjob.crd.yaml"), root.join("../charts/linea/crds/trainingjob.yaml")] {
         let text = std::fs::read_to_string(&committed)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}; {REGENERATE}", committed.display()));
         if text != generated {
@@ -32,10 +29,9 @@ fn committed_crd_yaml_matches_the_types() {
 #[test]
 fn committed_reference_matches_the_types() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/crd-reference.md");
-    let regenerate =
-        "run `cargo run -p linea-crds --bin crdgen -- --markdown > docs/crd-reference.md`";
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}; {regenerate}", path.display()));
+    let regenerate = "run `cargo run -p linea-crds --bin crdgen -- --markdown > docs/crd-reference.md`";
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}; {regenerate}", path.display()));
     assert!(
         text == linea_crds::reference::markdown(),
         "{} is out of date with the Rust types; {regenerate}",

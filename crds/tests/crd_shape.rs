@@ -6,30 +6,18 @@ use serde_json::Value;
 
 fn schema() -> Value {
     let crd = crd();
-    serde_json::to_value(
-        crd.spec.versions[0]
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .unwrap(),
-    )
-    .unwrap()
+    serde_json::to_value(crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).unwrap())
+        .unwrap()
 }
 
 /// The schema node at a printer-column or scale JSONPath like `.status.workers.ready`.
 fn node_at<'a>(schema: &'a Value, json_path: &str) -> Option<&'a Value> {
-    json_path
-        .trim_start_matches('.')
-        .split('.')
-        .try_fold(schema, |node, key| node.get("properties")?.get(key))
+    json_path.trim_start_matches('.').split('.').try_fold(schema, |node, key| node.get("properties")?.get(key))
 }
 
 /// Every (path, rule, message) of `x-kubernetes-validations` in the schema.
 fn rules(node: &Value, path: &str, out: &mut Vec<(String, String, String)>) {
-    if let Some(list) = node
-        .get("x-kubernetes-validations")
-        .and_then(Value::as_array)
-    {
+    if let Some(list) = node.get("x-kubernetes-validations").and_then(Value::as_array) {
         for r in list {
             out.push((
                 path.to_string(),
@@ -62,10 +50,7 @@ fn names_scope_and_versions() {
     assert_eq!(crd.spec.scope, "Namespaced");
     assert_eq!(crd.spec.names.kind, linea_crds::KIND);
     assert_eq!(crd.spec.names.plural, "trainingjobs");
-    assert_eq!(
-        crd.spec.names.short_names,
-        Some(vec![linea_crds::SHORT_NAME.to_string()])
-    );
+    assert_eq!(crd.spec.names.short_names, Some(vec![linea_crds::SHORT_NAME.to_string()]));
     assert_eq!(crd.spec.versions.len(), 1);
     let v = &crd.spec.versions[0];
     assert_eq!(v.name, linea_crds::VERSION);
@@ -75,60 +60,27 @@ fn names_scope_and_versions() {
 #[test]
 fn status_and_scale_subresources() {
     let crd = crd();
-    let sub = crd.spec.versions[0]
-        .subresources
-        .as_ref()
-        .expect("subresources");
+    let sub = crd.spec.versions[0].subresources.as_ref().expect("subresources");
     assert!(sub.status.is_some(), "status subresource");
     let scale = sub.scale.as_ref().expect("scale subresource");
     assert_eq!(scale.spec_replicas_path, ".spec.workers.replicas");
     assert_eq!(scale.status_replicas_path, ".status.workers.ready");
-    assert_eq!(
-        scale.label_selector_path.as_deref(),
-        Some(".status.workers.selector")
-    );
+    assert_eq!(scale.label_selector_path.as_deref(), Some(".status.workers.selector"));
     let s = schema();
-    for path in [
-        &scale.spec_replicas_path,
-        &scale.status_replicas_path,
-        scale.label_selector_path.as_ref().unwrap(),
-    ] {
-        assert!(
-            node_at(&s, path).is_some(),
-            "scale path {path} is not in the schema"
-        );
+    for path in [&scale.spec_replicas_path, &scale.status_replicas_path, scale.label_selector_path.as_ref().unwrap()] {
+        assert!(node_at(&s, path).is_some(), "scale path {path} is not in the schema");
     }
-    assert_eq!(
-        node_at(&s, ".spec.workers.replicas").unwrap()["type"],
-        "integer"
-    );
-    assert_eq!(
-        node_at(&s, ".status.workers.selector").unwrap()["type"],
-        "string"
-    );
+    assert_eq!(node_at(&s, ".spec.workers.replicas").unwrap()["type"], "integer");
+    assert_eq!(node_at(&s, ".status.workers.selector").unwrap()["type"], "string");
 }
 
 #[test]
 fn printer_columns_point_at_fields_of_the_right_type() {
     let crd = crd();
-    let columns = crd.spec.versions[0]
-        .additional_printer_columns
-        .clone()
-        .unwrap_or_default();
+    let columns = crd.spec.versions[0].additional_printer_columns.clone().unwrap_or_default();
     let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
-    for want in [
-        "Phase",
-        "Algorithm",
-        "Ready",
-        "Desired",
-        "Epoch",
-        "Objective",
-        "Age",
-    ] {
-        assert!(
-            names.contains(&want),
-            "missing printer column {want}: {names:?}"
-        );
+    for want in ["Phase", "Algorithm", "Ready", "Desired", "Epoch", "Objective", "Age"] {
+        assert!(names.contains(&want), "missing printer column {want}: {names:?}");
     }
     let s = schema();
     for c in &columns {
@@ -136,12 +88,8 @@ fn printer_columns_point_at_fields_of_the_right_type() {
             assert_eq!(c.type_, "date");
             continue;
         }
-        let node = node_at(&s, &c.json_path).unwrap_or_else(|| {
-            panic!(
-                "column {} points at {} which is not in the schema",
-                c.name, c.json_path
-            )
-        });
+        let node = node_at(&s, &c.json_path)
+            .unwrap_or_else(|| panic!("column {} points at {} which is not in the schema", c.name, c.json_path));
         assert_eq!(node["type"], c.type_.as_str(), "column {} type", c.name);
     }
 }
@@ -149,62 +97,34 @@ fn printer_columns_point_at_fields_of_the_right_type() {
 #[test]
 fn cel_rules_are_present_with_messages() {
     let rules = all_rules();
-    let has = |path: &str, rule: &str| {
-        rules
-            .iter()
-            .any(|(p, r, m)| p == path && r == rule && !m.is_empty())
-    };
-    assert!(has(
-        ".spec.workers",
-        "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas"
-    ));
+    let has = |path: &str, rule: &str| rules.iter().any(|(p, r, m)| p == path && r == rule && !m.is_empty());
+    assert!(has(".spec.workers", "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas"));
     assert!(has(".spec.workers", "self.minReplicas <= self.replicas"));
-    assert!(has(
-        ".spec.workers",
-        "!has(self.maxReplicas) || self.replicas <= self.maxReplicas"
-    ));
+    assert!(has(".spec.workers", "!has(self.maxReplicas) || self.replicas <= self.maxReplicas"));
     for immutable in [".spec.datasetUri", ".spec.modelUri", ".spec.algorithm"] {
-        assert!(
-            has(immutable, "self == oldSelf"),
-            "{immutable} is not immutable"
-        );
+        assert!(has(immutable, "self == oldSelf"), "{immutable} is not immutable");
     }
     assert!(
-        rules.iter().any(|(p, r, _)| p == ".spec.algorithm"
-            && r.contains("has(self.scd)")
-            && r.contains("== 1")),
+        rules.iter().any(|(p, r, _)| p == ".spec.algorithm" && r.contains("has(self.scd)") && r.contains("== 1")),
         "exactly-one-algorithm rule"
     );
     for (path, rule, message) in &rules {
-        assert!(
-            !message.is_empty(),
-            "rule {rule:?} at {path} has no message"
-        );
+        assert!(!message.is_empty(), "rule {rule:?} at {path} has no message");
     }
 }
 
 #[test]
 fn cel_rules_compile() {
     let compiled = kube::core::cel::compile_schema(&schema());
-    let errors: Vec<String> = compiled
-        .compilation_errors()
-        .iter()
-        .map(|e| e.to_string())
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "CEL rules that do not compile: {errors:#?}"
-    );
+    let errors: Vec<String> = compiled.compilation_errors().iter().map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "CEL rules that do not compile: {errors:#?}");
 }
 
 /// Every field of spec and status has a description (the `kubectl explain` text).
 #[test]
 fn every_field_is_documented() {
     fn walk(node: &Value, path: &str, missing: &mut Vec<String>) {
-        let documented = node
-            .get("description")
-            .and_then(Value::as_str)
-            .is_some_and(|d| !d.trim().is_empty());
+        let documented = node.get("description").and_then(Value::as_str).is_some_and(|d| !d.trim().is_empty());
         if !documented {
             missing.push(path.to_string());
         }
@@ -222,10 +142,7 @@ fn every_field_is_documented() {
     for top in ["spec", "status"] {
         walk(&s["properties"][top], top, &mut missing);
     }
-    assert!(
-        missing.is_empty(),
-        "fields without a doc comment: {missing:#?}"
-    );
+    assert!(missing.is_empty(), "fields without a doc comment: {missing:#?}");
 }
 
 /// The API server wants a structural schema: a type on every node and no anyOf/allOf/not.
@@ -265,8 +182,5 @@ fn conditions_are_a_map_list_keyed_by_type() {
     let s = schema();
     let conditions = node_at(&s, ".status.conditions").unwrap();
     assert_eq!(conditions["x-kubernetes-list-type"], "map");
-    assert_eq!(
-        conditions["x-kubernetes-list-map-keys"],
-        serde_json::json!(["type"])
-    );
+    assert_eq!(conditions["x-kubernetes-list-map-keys"], serde_json::json!(["type"]));
 }

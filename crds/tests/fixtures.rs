@@ -34,11 +34,7 @@ fn parse(doc: &Value) -> Result<TrainingJob, serde_json::Error> {
 #[test]
 fn fixtures_are_well_formed() {
     let all = fixtures();
-    assert!(
-        all.len() >= 10,
-        "expected the fixture set, found {}",
-        all.len()
-    );
+    assert!(all.len() >= 10, "expected the fixture set, found {}", all.len());
     for f in &all {
         let (old, _) = old_new(f);
         assert_eq!(
@@ -50,11 +46,7 @@ fn fixtures_are_well_formed() {
         for doc in &f.documents {
             assert_eq!(doc["apiVersion"], "linea.io/v1alpha1", "{}", f.name);
             assert_eq!(doc["kind"], "TrainingJob", "{}", f.name);
-            assert!(
-                doc["metadata"]["name"].is_string(),
-                "{}: metadata.name",
-                f.name
-            );
+            assert!(doc["metadata"]["name"].is_string(), "{}: metadata.name", f.name);
         }
         if is_invalid(f) {
             assert!(
@@ -68,16 +60,8 @@ fn fixtures_are_well_formed() {
                 f.name
             );
         } else {
-            assert!(
-                f.expect.is_none(),
-                "{}: a valid fixture has no `# expect:`",
-                f.name
-            );
-            assert!(
-                f.serde_accepts,
-                "{}: a valid fixture must deserialize",
-                f.name
-            );
+            assert!(f.expect.is_none(), "{}: a valid fixture has no `# expect:`", f.name);
+            assert!(f.serde_accepts, "{}: a valid fixture must deserialize", f.name);
         }
     }
 }
@@ -114,11 +98,7 @@ fn valid_fixtures_are_accepted_by_validate_and_the_api_server() {
         // What the operator writes back (serialized Rust types) is valid too.
         let written = serde_json::to_value(&job).unwrap();
         let errors = apiserver_errors(&written, None, true);
-        assert!(
-            errors.is_empty(),
-            "{}: round trip refused: {errors:#?}",
-            f.name
-        );
+        assert!(errors.is_empty(), "{}: round trip refused: {errors:#?}", f.name);
     }
 }
 
@@ -131,13 +111,9 @@ fn api_server_defaults_agree_with_serde_defaults() {
         for doc in &f.documents {
             let raw: TrainingJob = parse(doc).unwrap();
             let defaulted = kube::core::cel::apply_defaults(&schema, doc);
-            let served: TrainingJob = parse(&defaulted)
-                .unwrap_or_else(|e| panic!("{}: defaulted object does not parse: {e}", f.name));
-            assert_eq!(
-                raw, served,
-                "{}: schema defaults differ from serde defaults",
-                f.name
-            );
+            let served: TrainingJob =
+                parse(&defaulted).unwrap_or_else(|e| panic!("{}: defaulted object does not parse: {e}", f.name));
+            assert_eq!(raw, served, "{}: schema defaults differ from serde defaults", f.name);
         }
     }
 }
@@ -166,10 +142,7 @@ fn invalid_fixtures_are_refused_with_their_message() {
 
 #[test]
 fn validate_reports_what_the_api_server_refuses() {
-    for f in fixtures()
-        .iter()
-        .filter(|f| is_invalid(f) && f.serde_accepts)
-    {
+    for f in fixtures().iter().filter(|f| is_invalid(f) && f.serde_accepts) {
         let (old, new) = old_new(f);
         let job = parse(new).unwrap();
         let result = match old {
@@ -178,21 +151,13 @@ fn validate_reports_what_the_api_server_refuses() {
         };
         let err = result.expect_err(&format!("{}: validate should refuse it", f.name));
         let want = f.validate.as_deref().unwrap();
-        assert!(
-            err.to_string().contains(want),
-            "{}: expected validate to say {want:?}, got: {err}",
-            f.name
-        );
+        assert!(err.to_string().contains(want), "{}: expected validate to say {want:?}, got: {err}", f.name);
     }
 }
 
 #[test]
 fn every_cel_message_is_exercised_by_a_fixture() {
-    let expects: Vec<String> = fixtures()
-        .into_iter()
-        .flat_map(|f| [f.expect, f.expect_pruned])
-        .flatten()
-        .collect();
+    let expects: Vec<String> = fixtures().into_iter().flat_map(|f| [f.expect, f.expect_pruned]).flatten().collect();
     for message in [
         validation::MSG_MIN_GT_MAX,
         validation::MSG_REPLICAS_LT_MIN,
@@ -206,10 +171,7 @@ fn every_cel_message_is_exercised_by_a_fixture() {
         validation::MSG_COCOA_L2_POSITIVE,
         validation::MSG_IPM_LEARNING_RATE_POSITIVE,
     ] {
-        assert!(
-            expects.iter().any(|e| message.contains(e.as_str())),
-            "no fixture expects {message:?}"
-        );
+        assert!(expects.iter().any(|e| message.contains(e.as_str())), "no fixture expects {message:?}");
     }
 }
 
@@ -218,16 +180,11 @@ fn full_fixture_fields_land_where_expected() {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use linea_crds::{Algorithm, CleanPodPolicy, Loss, PullPolicy};
 
-    let f = fixtures()
-        .into_iter()
-        .find(|f| f.name == "valid-full.yaml")
-        .unwrap();
+    let f = fixtures().into_iter().find(|f| f.name == "valid-full.yaml").unwrap();
     let job = parse(&f.documents[0]).unwrap();
     let spec = &job.spec;
     assert_eq!(spec.algorithm_name(), "cocoa");
-    let Algorithm::Cocoa(cocoa) = &spec.algorithm else {
-        panic!("cocoa expected")
-    };
+    let Algorithm::Cocoa(cocoa) = &spec.algorithm else { panic!("cocoa expected") };
     assert_eq!(cocoa.loss, Loss::Logistic);
     assert_eq!(cocoa.l2, 1e-4);
     assert_eq!(cocoa.epochs, 50);
@@ -238,38 +195,19 @@ fn full_fixture_fields_land_where_expected() {
     assert_eq!(spec.elastic.slope_ratio, 1.25);
     assert_eq!(spec.elastic.window_epochs, 2);
     let storage = spec.storage.as_ref().unwrap();
-    assert_eq!(
-        storage.endpoint.as_deref(),
-        Some("http://minio.storage.svc:9000")
-    );
+    assert_eq!(storage.endpoint.as_deref(), Some("http://minio.storage.svc:9000"));
     assert!(storage.force_path_style);
-    assert_eq!(
-        storage.credentials_secret_name.as_deref(),
-        Some("minio-credentials")
-    );
+    assert_eq!(storage.credentials_secret_name.as_deref(), Some("minio-credentials"));
     let w = &spec.workers;
-    assert_eq!(
-        (w.replicas, w.min_replicas, w.max_replicas),
-        (16, 1, Some(32))
-    );
+    assert_eq!((w.replicas, w.min_replicas, w.max_replicas), (16, 1, Some(32)));
     assert!(w.preemptible);
     assert_eq!(w.threads, Some(4));
     assert_eq!(w.tolerations.len(), 1);
-    assert_eq!(
-        w.node_selector["node.kubernetes.io/instance-type"],
-        "c6i.xlarge"
-    );
+    assert_eq!(w.node_selector["node.kubernetes.io/instance-type"], "c6i.xlarge");
     let requests = w.resources.as_ref().unwrap().requests.as_ref().unwrap();
     assert_eq!(requests["memory"], Quantity("8Gi".into()));
     // An integer quantity (`cpu: 2`) is legal YAML for an int-or-string field.
-    let master = spec
-        .master
-        .resources
-        .as_ref()
-        .unwrap()
-        .requests
-        .as_ref()
-        .unwrap();
+    let master = spec.master.resources.as_ref().unwrap().requests.as_ref().unwrap();
     assert_eq!(master["cpu"], Quantity("2".into()));
     assert_eq!(spec.run_policy.backoff_limit, 5);
     assert_eq!(spec.run_policy.active_deadline_seconds, Some(86_400));
@@ -284,21 +222,11 @@ fn full_fixture_fields_land_where_expected() {
 fn minimal_fixture_gets_the_documented_defaults() {
     use linea_crds::{Algorithm, CleanPodPolicy, ScdParams};
 
-    let f = fixtures()
-        .into_iter()
-        .find(|f| f.name == "valid-minimal.yaml")
-        .unwrap();
+    let f = fixtures().into_iter().find(|f| f.name == "valid-minimal.yaml").unwrap();
     let spec = parse(&f.documents[0]).unwrap().spec;
     assert_eq!(spec.algorithm, Algorithm::Scd(ScdParams::default()));
     assert_eq!(spec.algorithm_name(), "scd");
-    assert_eq!(
-        (
-            spec.workers.replicas,
-            spec.workers.min_replicas,
-            spec.workers.max_replicas
-        ),
-        (1, 1, None)
-    );
+    assert_eq!((spec.workers.replicas, spec.workers.min_replicas, spec.workers.max_replicas), (1, 1, None));
     assert!(!spec.workers.preemptible);
     assert!(!spec.elastic.enabled);
     assert_eq!(spec.run_policy.backoff_limit, 3);

@@ -20,11 +20,7 @@ pub fn checksum(bytes: &[u8]) -> u32 {
 
 pub fn verify_checksum(bytes: &[u8], expected: u32) -> Result<(), EngineError> {
     let actual = checksum(bytes);
-    if actual == expected {
-        Ok(())
-    } else {
-        Err(EngineError::Checksum { expected, actual })
-    }
+    if actual == expected { Ok(()) } else { Err(EngineError::Checksum { expected, actual }) }
 }
 
 /// The labels of one row shard and the input line each row came from, so that a label the
@@ -234,7 +230,9 @@ impl<'a> Reader<'a> {
             1 => Ok(Some(
                 self.bytes(n * 4)?.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
             )),
-            2 => Ok(Some(self.bytes(n * 8)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect())),
+            2 => Ok(Some(
+                self.bytes(n * 8)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            )),
             _ => Err(self.corrupt("unknown value encoding")),
         }
     }

@@ -62,11 +62,7 @@ pub fn to_fixed128(value: f64) -> i128 {
     // value = mantissa * 2^exponent; fixed = value * 2^64 = mantissa * 2^(exponent + 64)
     let shift = exponent + FRACTION_BITS;
     let magnitude: i128 = if shift >= 0 {
-        if shift > 126 - 53 {
-            i128::MAX
-        } else {
-            (mantissa as i128) << shift
-        }
+        if shift > 126 - 53 { i128::MAX } else { (mantissa as i128) << shift }
     } else if -shift > 60 {
         0 // below 2^-65: rounds to zero
     } else {

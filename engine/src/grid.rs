@@ -51,11 +51,7 @@ impl Cell {
         Cell {
             rows: triples.iter().map(|t| t.0).collect(),
             local: triples.iter().map(|t| local_of(t.1)).collect(),
-            values: if all_ones {
-                CellValues::Ones
-            } else {
-                CellValues::Real(triples.iter().map(|t| t.2).collect())
-            },
+            values: if all_ones { CellValues::Ones } else { CellValues::Real(triples.iter().map(|t| t.2).collect()) },
             feature_ids: feature_ids.clone(),
         }
     }

@@ -19,7 +19,8 @@ pub struct Metrics {
 pub fn evaluate(loss: Loss, targets: &[f64], predictions: &[f64]) -> Metrics {
     let n = targets.len();
     let loss_sum: f64 = targets.iter().zip(predictions).map(|(&y, &f)| loss.value(y, f)).sum();
-    let rmse = (targets.iter().zip(predictions).map(|(&y, &f)| (y - f) * (y - f)).sum::<f64>() / n.max(1) as f64).sqrt();
+    let rmse =
+        (targets.iter().zip(predictions).map(|(&y, &f)| (y - f) * (y - f)).sum::<f64>() / n.max(1) as f64).sqrt();
     match loss {
         Loss::Squared => Metrics { examples: n, loss_sum, auc: None, log_loss: None, accuracy: None, rmse: Some(rmse) },
         Loss::Logistic => {
@@ -75,7 +76,13 @@ mod tests {
             for (j, &yj) in targets.iter().enumerate() {
                 if yi > 0.0 && yj < 0.0 {
                     pairs += 1.0;
-                    good += if scores[i] > scores[j] { 1.0 } else if scores[i] == scores[j] { 0.5 } else { 0.0 };
+                    good += if scores[i] > scores[j] {
+                        1.0
+                    } else if scores[i] == scores[j] {
+                        0.5
+                    } else {
+                        0.0
+                    };
                 }
             }
         }

@@ -1,12 +1,12 @@
 //! SCD against direct solvers on a synthetic grid that has every kind of block: pure
 //! one-hot, impure set-valued, dense real-valued, and the bias.
 
+use linea_engine::Loss;
 use linea_engine::grid::{BlockShape, Cell};
 use linea_engine::reference;
 use linea_engine::rng::SplitMix64;
 use linea_engine::scd::local::{InMemoryGrid, LocalExecutor};
 use linea_engine::scd::{Scd, ScdConfig};
-use linea_engine::Loss;
 
 const ROWS: usize = 1500;
 const SHARD: usize = 200;
@@ -22,7 +22,14 @@ struct Problem {
 fn problem(loss: Loss) -> Problem {
     let mut rng = SplitMix64::new(42);
     let uniform = |rng: &mut SplitMix64| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    let offsets: Vec<usize> = BLOCKS.iter().scan(0, |s, b| { let o = *s; *s += b.0; Some(o) }).collect();
+    let offsets: Vec<usize> = BLOCKS
+        .iter()
+        .scan(0, |s, b| {
+            let o = *s;
+            *s += b.0;
+            Some(o)
+        })
+        .collect();
     let p: usize = BLOCKS.iter().map(|b| b.0).sum();
     let truth: Vec<f64> = (0..p).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
     let mut rows = Vec::new();
@@ -34,7 +41,9 @@ fn problem(loss: Loss) -> Problem {
             row.push((offsets[block] + feature, value));
             per_block[block].push((i as u32, feature as u32, value));
         };
-        if uniform(&mut rng) < 0.9 { push(0, rng.below(12), 1.0, &mut row) }
+        if uniform(&mut rng) < 0.9 {
+            push(0, rng.below(12), 1.0, &mut row)
+        }
         push(1, rng.below(7), 1.0, &mut row);
         let mut genres: Vec<usize> = (0..rng.below(4)).map(|_| rng.below(9)).collect();
         genres.sort_unstable();
@@ -45,7 +54,13 @@ fn problem(loss: Loss) -> Problem {
         let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
         targets.push(match loss {
             Loss::Squared => margin + uniform(&mut rng) - 0.5,
-            Loss::Logistic => if uniform(&mut rng) < 1.0 / (1.0 + (-margin).exp()) { 1.0 } else { -1.0 },
+            Loss::Logistic => {
+                if uniform(&mut rng) < 1.0 / (1.0 + (-margin).exp()) {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
         });
         rows.push(row);
     }
@@ -57,7 +72,8 @@ fn problem(loss: Loss) -> Problem {
                 .map(|s| {
                     let lo = (s * SHARD) as u32;
                     let hi = lo + SHARD as u32;
-                    let local: Vec<_> = entries.iter().filter(|e| e.0 >= lo && e.0 < hi).map(|&(r, f, v)| (r - lo, f, v)).collect();
+                    let local: Vec<_> =
+                        entries.iter().filter(|e| e.0 >= lo && e.0 < hi).map(|&(r, f, v)| (r - lo, f, v)).collect();
                     Cell::from_triples(local)
                 })
                 .collect()
@@ -102,7 +118,11 @@ fn targets(problem: &Problem) -> Vec<f64> {
 #[test]
 fn squared_loss_reaches_the_closed_form_ridge_solution() {
     let problem = problem(Loss::Squared);
-    let p = flat(&problem, &Scd::new(ScdConfig::new(Loss::Squared, 1.0, 0.0, 1, 0.0, 0).unwrap(), problem.grid.shapes.clone())).len();
+    let p = flat(
+        &problem,
+        &Scd::new(ScdConfig::new(Loss::Squared, 1.0, 0.0, 1, 0.0, 0).unwrap(), problem.grid.shapes.clone()),
+    )
+    .len();
     let exact = reference::ridge(&problem.rows, &targets(&problem), p, 0.5);
     let scd = train(&problem, Loss::Squared, 0.5, 0.0, 2);
     let w = flat(&problem, &scd);

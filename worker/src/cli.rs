@@ -113,7 +113,13 @@ pub fn run(cli: Cli) -> Result<()> {
     let progress = Progress::new(cli.quiet);
     match cli.command {
         Command::Prepare { input, format, output, label, positive, ignore, numeric, rows_per_shard } => {
-            let spec = FeatureSpec { format, label, positive, numeric: numeric.unwrap_or(FeatureSpec::default_numeric(format)), ignore };
+            let spec = FeatureSpec {
+                format,
+                label,
+                positive,
+                numeric: numeric.unwrap_or(FeatureSpec::default_numeric(format)),
+                ignore,
+            };
             let storage = storage::open(&output)?;
             let options = prepare::PrepareOptions { input, spec, rows_per_shard };
             let summary = prepare::prepare(&options, storage.as_ref(), &progress)?;
@@ -136,7 +142,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 LossArg::Logistic => Loss::Logistic,
                 LossArg::Squared => Loss::Squared,
             };
-            let options = train::TrainOptions { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace };
+            let options =
+                train::TrainOptions { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace };
             let summary = train::train(&options, &progress)?;
             println!(
                 "trained {}: objective {:.10} after {} epochs in {:.2}s ({:.1}M nnz/s per thread, {} threads)",

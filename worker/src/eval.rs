@@ -8,8 +8,8 @@ use crate::prepare::BIAS;
 use crate::storage;
 use linea_engine::fixed::{from_fixed128, prediction_value, quantize, to_fixed128};
 use linea_engine::metrics::{self, Metrics};
-use linea_engine::scd::local::LocalExecutor;
 use linea_engine::scd::Executor;
+use linea_engine::scd::local::LocalExecutor;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -29,7 +29,12 @@ pub fn read_model(path: &str) -> Result<Model> {
 /// change its last bits.
 fn penalty(model: &Model) -> f64 {
     let reg = linea_engine::objective::Regularization { l2: model.header.l2, l1: model.header.l1 };
-    let exact = model.weights.values().flat_map(|k| k.values()).map(|&w| to_fixed128(reg.penalty(w))).fold(0i128, i128::wrapping_add);
+    let exact = model
+        .weights
+        .values()
+        .flat_map(|k| k.values())
+        .map(|&w| to_fixed128(reg.penalty(w)))
+        .fold(0i128, i128::wrapping_add);
     from_fixed128(exact)
 }
 
@@ -64,7 +69,9 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
             predictions.push(margin);
             Ok(())
         })?;
-        let loss_sum = from_fixed128(targets.iter().zip(&predictions).map(|(&y, &f)| to_fixed128(loss.value(y, f))).fold(0, i128::wrapping_add));
+        let loss_sum = from_fixed128(
+            targets.iter().zip(&predictions).map(|(&y, &f)| to_fixed128(loss.value(y, f))).fold(0, i128::wrapping_add),
+        );
         (targets, predictions, loss_sum)
     };
     let metrics = metrics::evaluate(loss, &targets, &predictions);
@@ -73,7 +80,12 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
 
 /// Featurizes raw input as the model's spec says and calls `f(label, line, margin)` per
 /// example. Margins are summed in the same fixed point as training's predictions.
-pub fn score_raw(model: &Model, path: &str, format: Option<Format>, mut f: impl FnMut(f64, u64, f64) -> Result<()>) -> Result<()> {
+pub fn score_raw(
+    model: &Model,
+    path: &str,
+    format: Option<Format>,
+    mut f: impl FnMut(f64, u64, f64) -> Result<()>,
+) -> Result<()> {
     let mut spec = model.header.spec.clone();
     if let Some(format) = format {
         spec.format = format;

@@ -26,9 +26,13 @@ pub fn load(storage: &dyn Storage, loss: Loss) -> Result<LoadedGrid> {
         .shards
         .par_iter()
         .map(|shard| {
-            let labels = codec::decode_labels(&shard.labels.read(storage)?).map_err(engine_error(storage, &shard.labels))?;
+            let labels =
+                codec::decode_labels(&shard.labels.read(storage)?).map_err(engine_error(storage, &shard.labels))?;
             if labels.labels.len() != shard.rows {
-                return Err(LineaError::data(storage.describe(&shard.labels.key), "row count differs from the manifest"));
+                return Err(LineaError::data(
+                    storage.describe(&shard.labels.key),
+                    "row count differs from the manifest",
+                ));
             }
             labels
                 .labels

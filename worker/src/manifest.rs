@@ -80,7 +80,10 @@ impl Manifest {
         let manifest: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| LineaError::data(storage.describe(MANIFEST), format!("not a linea grid manifest: {e}")))?;
         if manifest.format != GRID_FORMAT {
-            return Err(LineaError::data(storage.describe(MANIFEST), format!("grid format {} is not {GRID_FORMAT}", manifest.format)));
+            return Err(LineaError::data(
+                storage.describe(MANIFEST),
+                format!("grid format {} is not {GRID_FORMAT}", manifest.format),
+            ));
         }
         Ok(manifest)
     }

@@ -56,7 +56,8 @@ impl Model {
     }
 
     pub fn parse(bytes: &[u8], file: &str) -> Result<Model> {
-        let text = std::str::from_utf8(bytes).map_err(|_| LineaError::data(file, "not a linea model (not UTF-8 text)"))?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| LineaError::data(file, "not a linea model (not UTF-8 text)"))?;
         let mut lines = text.lines();
         let header: ModelHeader = lines
             .next()
@@ -67,8 +68,8 @@ impl Model {
         }
         let mut weights: HashMap<String, HashMap<String, f64>> = HashMap::new();
         for (i, line) in lines.enumerate() {
-            let (variable, key, weight): (String, String, f64) =
-                serde_json::from_str(line).map_err(|e| LineaError::input(file, i as u64 + 2, format!("bad weight line: {e}")))?;
+            let (variable, key, weight): (String, String, f64) = serde_json::from_str(line)
+                .map_err(|e| LineaError::input(file, i as u64 + 2, format!("bad weight line: {e}")))?;
             weights.entry(variable).or_default().insert(key, weight);
         }
         Ok(Model { header, weights })

@@ -18,7 +18,9 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
         .filter(|&(_, gap)| gap > 0.0)
         .collect();
     let t_max = trace.last().map_or(1.0, |p| p.seconds).max(1e-6);
-    let (lo, hi) = points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, g)| (lo.min(g.log10()), hi.max(g.log10())));
+    let (lo, hi) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, g)| (lo.min(g.log10()), hi.max(g.log10())));
     let (lo, hi) = if lo.is_finite() { (lo.floor(), hi.ceil().max(lo.floor() + 1.0)) } else { (-1.0, 0.0) };
     let x = |t: f64| LEFT + t / t_max * (WIDTH - LEFT - RIGHT);
     let y = |g: f64| TOP + (hi - g.log10()) / (hi - lo) * (HEIGHT - TOP - BOTTOM);
@@ -40,7 +42,8 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
     }
     for i in 0..=4 {
         let t = t_max * i as f64 / 4.0;
-        svg += &format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{t:.2}</text>\n", x(t), HEIGHT - BOTTOM + 18.0);
+        svg +=
+            &format!("<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{t:.2}</text>\n", x(t), HEIGHT - BOTTOM + 18.0);
     }
     svg += &format!(
         "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n\

@@ -9,7 +9,7 @@
 
 use crate::error::{LineaError, Result};
 use crate::input::{self, FeatureSpec, Format, RawExample};
-use crate::manifest::{BlockEntry, FileRef, Manifest, ShardEntry, GRID_FORMAT, MANIFEST};
+use crate::manifest::{BlockEntry, FileRef, GRID_FORMAT, MANIFEST, Manifest, ShardEntry};
 use crate::progress::Progress;
 use crate::storage::Storage;
 use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
@@ -120,7 +120,10 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
     let manifest = Manifest {
         format: GRID_FORMAT.to_string(),
         spec: options.spec.clone(),
-        source: std::path::Path::new(&options.input).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        source: std::path::Path::new(&options.input)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         rows,
         nnz: blocks.iter().map(|b| b.nnz).sum(),
         rows_per_shard: options.rows_per_shard,
@@ -131,7 +134,12 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
     Ok(PrepareSummary { manifest })
 }
 
-fn finish_shard(storage: &dyn Storage, variables: &mut [Variable], shards: &mut Vec<ShardEntry>, labels: &mut ShardLabels) -> Result<()> {
+fn finish_shard(
+    storage: &dyn Storage,
+    variables: &mut [Variable],
+    shards: &mut Vec<ShardEntry>,
+    labels: &mut ShardLabels,
+) -> Result<()> {
     let shard = shards.len();
     for variable in variables.iter_mut() {
         let cell = Cell::from_triples(std::mem::take(&mut variable.pending));
@@ -244,7 +252,8 @@ fn write_variable(
                 FileRef::write(storage, cell_key(index, s), &codec::encode_cell(&Cell::from_triples(triples)))
             })
             .collect::<Result<Vec<_>>>()?;
-        let dictionary: Vec<DictionaryEntry> = features.iter().map(|&f| variable.dictionary[f as usize].clone()).collect();
+        let dictionary: Vec<DictionaryEntry> =
+            features.iter().map(|&f| variable.dictionary[f as usize].clone()).collect();
         blocks.push(BlockEntry {
             name: if count == 1 { variable.name.clone() } else { format!("{}#{b}", variable.name) },
             variable: variable.name.clone(),

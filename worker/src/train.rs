@@ -2,7 +2,7 @@
 
 use crate::error::{LineaError, Result};
 use crate::gridload::{self, LoadedGrid};
-use crate::model::{Model, ModelHeader, TrainingRecord, MODEL_FORMAT};
+use crate::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
 use crate::plot;
 use crate::progress::Progress;
 use crate::storage;
@@ -86,7 +86,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
     };
     let model_bytes = render_model(&header, &loaded, &scd.state.theta);
     write_file(&options.model, &model_bytes)?;
-    let summary = TrainSummary { objective, epochs: scd.state.epoch, seconds, nnz: loaded.manifest.nnz, trace, model_bytes };
+    let summary =
+        TrainSummary { objective, epochs: scd.state.epoch, seconds, nnz: loaded.manifest.nnz, trace, model_bytes };
     if let Some(path) = &options.trace {
         let mut csv = String::from("epoch,seconds,objective\n");
         for p in &summary.trace {
@@ -95,7 +96,14 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         write_file(path, csv.as_bytes())?;
     }
     if let Some(path) = &options.plot {
-        write_file(path, plot::convergence_svg(&summary.trace, &format!("linea SCD, {} loss, l2={}, l1={}", options.loss.name(), options.l2, options.l1)).as_bytes())?;
+        write_file(
+            path,
+            plot::convergence_svg(
+                &summary.trace,
+                &format!("linea SCD, {} loss, l2={}, l1={}", options.loss.name(), options.l2, options.l1),
+            )
+            .as_bytes(),
+        )?;
     }
     Ok(summary)
 }
@@ -146,9 +154,11 @@ pub fn run(
 
 /// Model lines in grid order: blocks as the manifest lists them, features by dictionary.
 fn render_model(header: &ModelHeader, loaded: &LoadedGrid, theta: &[Vec<f64>]) -> Vec<u8> {
-    let entries = loaded.manifest.blocks.iter().zip(&loaded.dictionaries).zip(theta).flat_map(|((block, dictionary), weights)| {
-        dictionary.iter().zip(weights).map(move |(entry, &w)| (block.variable.as_str(), entry.key.as_str(), w))
-    });
+    let entries = loaded.manifest.blocks.iter().zip(&loaded.dictionaries).zip(theta).flat_map(
+        |((block, dictionary), weights)| {
+            dictionary.iter().zip(weights).map(move |(entry, &w)| (block.variable.as_str(), entry.key.as_str(), w))
+        },
+    );
     Model::render(header, entries)
 }
 

@@ -30,7 +30,13 @@ fn path(dir: &Path, name: &str) -> String {
 
 /// The number after `name` in `eval`'s table.
 fn metric(table: &str, name: &str) -> f64 {
-    table.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name} in {table}")).trim().parse().unwrap()
+    table
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .unwrap_or_else(|| panic!("no {name} in {table}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -42,12 +48,27 @@ fn every_shared_dataset_goes_through_prepare_train_eval() {
         test: Option<&'static str>,
     }
     let sets = [
-        Set { input: "a9a/a9a.train.libsvm", prepare: &["--format", "libsvm"], loss: "logistic", test: Some("a9a/a9a.test.libsvm") },
+        Set {
+            input: "a9a/a9a.train.libsvm",
+            prepare: &["--format", "libsvm"],
+            loss: "logistic",
+            test: Some("a9a/a9a.test.libsvm"),
+        },
         Set { input: "w8a/w8a.libsvm", prepare: &["--format", "libsvm"], loss: "logistic", test: None },
         Set { input: "rcv1-small/rcv1_small.vw", prepare: &["--format", "vw"], loss: "logistic", test: None },
         Set { input: "movielens-100k/ratings.vw", prepare: &["--format", "vw"], loss: "squared", test: None },
-        Set { input: "criteo-sample/train.tsv", prepare: &["--format", "criteo"], loss: "logistic", test: Some("criteo-sample/test.tsv") },
-        Set { input: "higgs-sample/higgs.train.tsv", prepare: &["--format", "csv"], loss: "logistic", test: Some("higgs-sample/higgs.test.tsv") },
+        Set {
+            input: "criteo-sample/train.tsv",
+            prepare: &["--format", "criteo"],
+            loss: "logistic",
+            test: Some("criteo-sample/test.tsv"),
+        },
+        Set {
+            input: "higgs-sample/higgs.train.tsv",
+            prepare: &["--format", "csv"],
+            loss: "logistic",
+            test: Some("higgs-sample/higgs.test.tsv"),
+        },
         Set {
             input: "adult/adult.parquet",
             prepare: &["--format", "parquet", "--label", "income", "--positive", ">50K"],
@@ -69,7 +90,8 @@ fn every_shared_dataset_goes_through_prepare_train_eval() {
         args.extend_from_slice(set.prepare);
         ok(&args);
         let trained = ok(&["train", "--data", &grid, "--model", &model, "--loss", set.loss, "--tolerance", "1e-9"]);
-        let objective: f64 = trained.split("objective ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        let objective: f64 =
+            trained.split("objective ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
         // Evaluating the training grid gives back the training objective, bit for bit as printed.
         let on_grid = ok(&["eval", "--model", &model, "--data", &grid]);
         assert_eq!(format!("{:.10}", metric(&on_grid, "objective")), format!("{objective:.10}"), "{}", set.input);
@@ -93,7 +115,17 @@ fn every_shared_dataset_goes_through_prepare_train_eval() {
 fn models_are_identical_bytes_whatever_the_thread_count() {
     let dir = tempfile::tempdir().unwrap();
     let grid = path(dir.path(), "grid");
-    ok(&["prepare", "--input", &data("movielens-100k/ratings.vw"), "--format", "vw", "--output", &grid, "--rows-per-shard", "6000"]);
+    ok(&[
+        "prepare",
+        "--input",
+        &data("movielens-100k/ratings.vw"),
+        "--format",
+        "vw",
+        "--output",
+        &grid,
+        "--rows-per-shard",
+        "6000",
+    ]);
     let mut models = Vec::new();
     for (i, threads) in ["1", "2", "3", "2"].iter().enumerate() {
         let model = path(dir.path(), &format!("model-{i}"));
@@ -109,7 +141,8 @@ fn models_are_identical_bytes_whatever_the_thread_count() {
 fn predict_writes_one_probability_per_example_and_train_writes_plot_and_trace() {
     let dir = tempfile::tempdir().unwrap();
     let (grid, model) = (path(dir.path(), "grid"), path(dir.path(), "model"));
-    let (plot, trace, scores) = (path(dir.path(), "plot.svg"), path(dir.path(), "trace.csv"), path(dir.path(), "scores"));
+    let (plot, trace, scores) =
+        (path(dir.path(), "plot.svg"), path(dir.path(), "trace.csv"), path(dir.path(), "scores"));
     ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
     ok(&["train", "--data", &grid, "--model", &model, "--plot", &plot, "--trace", &trace]);
     ok(&["predict", "--model", &model, "--input", &data("a9a/a9a.test.libsvm"), "--output", &scores]);

@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
+use linea_engine::Loss;
 use linea_engine::scd::local::LocalExecutor;
 use linea_engine::scd::{Scd, Update};
-use linea_engine::Loss;
 use linea_worker::input::Format;
 
 #[test]

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use linea_engine::{reference, Loss};
+use linea_engine::{Loss, reference};
 use linea_worker::input::Format;
 
 fn relative(a: f64, b: f64) -> f64 {

@@ -13,12 +13,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let text = match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
+    let text = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         [] => match linea_crds::crd_yaml() {
             Ok(yaml) => yaml,
             Err(err) => {

@@ -55,8 +55,7 @@ fn load(path: &Path) -> Fixture {
     let text = std::fs::read_to_string(path).unwrap();
     let documents = serde_yaml::Deserializer::from_str(&text)
         .map(|doc| {
-            let yaml = serde_yaml::Value::deserialize(doc)
-                .unwrap_or_else(|e| panic!("{name}: not YAML: {e}"));
+            let yaml = serde_yaml::Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: not YAML: {e}"));
             serde_json::to_value(yaml).unwrap_or_else(|e| panic!("{name}: not JSON-like: {e}"))
         })
         .collect();
@@ -79,11 +78,8 @@ fn load(path: &Path) -> Fixture {
 /// The CRD's openAPIV3Schema as JSON.
 pub fn crd_schema() -> Value {
     let crd = linea_crds::crd();
-    let schema = crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .expect("CRD has a schema");
+    let schema =
+        crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("CRD has a schema");
     serde_json::to_value(schema).unwrap()
 }
 
@@ -123,11 +119,7 @@ fn is_root_meta(path: &str, key: &str) -> bool {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 fn unknown_fields(schema: &Value, value: &Value, path: &str, errors: &mut Vec<String>) {
@@ -142,13 +134,9 @@ fn unknown_fields(schema: &Value, value: &Value, path: &str, errors: &mut Vec<St
                 let child_path = join(path, key);
                 match (props.and_then(|p| p.get(key)), additional) {
                     (Some(s), _) => unknown_fields(s, child, &child_path, errors),
-                    (None, Some(s)) if s.is_object() => {
-                        unknown_fields(s, child, &child_path, errors)
-                    }
+                    (None, Some(s)) if s.is_object() => unknown_fields(s, child, &child_path, errors),
                     _ if schema.get("x-kubernetes-preserve-unknown-fields").is_some() => {}
-                    _ => errors.push(format!(
-                        "strict decoding error: unknown field \"{child_path}\""
-                    )),
+                    _ => errors.push(format!("strict decoding error: unknown field \"{child_path}\"")),
                 }
             }
         }
@@ -196,11 +184,7 @@ fn prune_at(schema: &Value, value: &mut Value, root: bool) {
 
 /// Go's `%v` for a float64 bound (0 not 0.0, 1.25 as is).
 fn go_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        format!("{n}")
-    }
+    if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n}") }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -227,9 +211,7 @@ fn check_schema(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Stri
     }
     if schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
         if !matches!(type_name(value), "integer" | "string") {
-            errors.push(format!(
-                "{path}: Invalid value: must be an integer or a string"
-            ));
+            errors.push(format!("{path}: Invalid value: must be an integer or a string"));
         }
         return;
     }
@@ -237,9 +219,7 @@ fn check_schema(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Stri
         let got = type_name(value);
         let ok = want == got || (want == "number" && got == "integer");
         if !ok {
-            errors.push(format!(
-                "{path}: Invalid value: \"{got}\": {path} in body must be of type {want}: \"{got}\""
-            ));
+            errors.push(format!("{path}: Invalid value: \"{got}\": {path} in body must be of type {want}: \"{got}\""));
             return;
         }
     }
@@ -247,38 +227,23 @@ fn check_schema(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Stri
         && !allowed.contains(value)
     {
         let list: Vec<String> = allowed.iter().map(|v| v.to_string()).collect();
-        errors.push(format!(
-            "{path}: Unsupported value: {value}: supported values: {}",
-            list.join(", ")
-        ));
+        errors.push(format!("{path}: Unsupported value: {value}: supported values: {}", list.join(", ")));
     }
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
             let exclusive = schema.get("exclusiveMinimum") == Some(&Value::Bool(true));
             if (exclusive && n <= min) || n < min {
-                let rel = if exclusive {
-                    "greater than"
-                } else {
-                    "greater than or equal to"
-                };
-                errors.push(format!(
-                    "{path}: Invalid value: {value}: {path} in body should be {rel} {}",
-                    go_number(min)
-                ));
+                let rel = if exclusive { "greater than" } else { "greater than or equal to" };
+                errors
+                    .push(format!("{path}: Invalid value: {value}: {path} in body should be {rel} {}", go_number(min)));
             }
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
             let exclusive = schema.get("exclusiveMaximum") == Some(&Value::Bool(true));
             if (exclusive && n >= max) || n > max {
-                let rel = if exclusive {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
-                errors.push(format!(
-                    "{path}: Invalid value: {value}: {path} in body should be {rel} {}",
-                    go_number(max)
-                ));
+                let rel = if exclusive { "less than" } else { "less than or equal to" };
+                errors
+                    .push(format!("{path}: Invalid value: {value}: {path} in body should be {rel} {}", go_number(max)));
             }
         }
     }
@@ -287,26 +252,16 @@ fn check_schema(schema: &Value, value: &Value, path: &str, errors: &mut Vec<Stri
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
             && len < min
         {
-            errors.push(format!(
-                "{path}: Invalid value: {value}: {path} in body should be at least {min} chars long"
-            ));
+            errors.push(format!("{path}: Invalid value: {value}: {path} in body should be at least {min} chars long"));
         }
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
             && len > max
         {
-            errors.push(format!(
-                "{path}: Too long: may not be more than {max} bytes"
-            ));
+            errors.push(format!("{path}: Too long: may not be more than {max} bytes"));
         }
     }
     if let Value::Object(map) = value {
-        for key in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
             if !map.contains_key(key) {
                 errors.push(format!("{}: Required value", join(path, key)));
             }

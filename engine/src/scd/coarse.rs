@@ -23,10 +23,10 @@
 //! and O(n (K + HISTORY)^2) arithmetic, and is skipped with L1 (a shift would undo
 //! sparsity) or more than [`MAX_COARSE_BLOCKS`] blocks.
 
+use crate::fixed::prediction_value;
 use crate::grid::Cell;
 use crate::loss::Loss;
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
-use crate::fixed::prediction_value;
 
 /// Above this many blocks the K x K system costs more than it saves.
 pub const MAX_COARSE_BLOCKS: usize = 256;
@@ -55,7 +55,13 @@ fn subspace_rows(cells: &[&Cell], snapshots: &[&[i64]], predictions: &[i64]) -> 
 
 /// Partial gradient (D) and upper-triangular Hessian (D (D + 1) / 2, row-major) of the
 /// loss along the subspace's directions, over one shard.
-pub fn shard_coarse_statistics(cells: &[&Cell], snapshots: &[&[i64]], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
+pub fn shard_coarse_statistics(
+    cells: &[&Cell],
+    snapshots: &[&[i64]],
+    targets: &[f64],
+    predictions: &[i64],
+    loss: Loss,
+) -> Vec<f64> {
     let k = cells.len() + snapshots.len();
     let z = subspace_rows(cells, snapshots, predictions);
     let mut out = vec![0.0; k + k * (k + 1) / 2];

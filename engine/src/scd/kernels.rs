@@ -4,7 +4,7 @@
 //! partial sums once to fixed point, so the result never depends on which thread or worker
 //! ran the kernel or when.
 
-use crate::fixed::{prediction_value, quantize, to_fixed128, ExactSums};
+use crate::fixed::{ExactSums, prediction_value, quantize, to_fixed128};
 use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
@@ -40,7 +40,12 @@ pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: 
 }
 
 /// Adds a cell's local statistics into block-indexed exact sums.
-pub fn accumulate_statistics(cell: &Cell, local: (Vec<f64>, Vec<f64>), gradient: &mut ExactSums, curvature: &mut ExactSums) {
+pub fn accumulate_statistics(
+    cell: &Cell,
+    local: (Vec<f64>, Vec<f64>),
+    gradient: &mut ExactSums,
+    curvature: &mut ExactSums,
+) {
     for (l, &feature) in cell.feature_ids.iter().enumerate() {
         let f = feature as usize;
         gradient.sums[f] = gradient.sums[f].wrapping_add(to_fixed128(local.0[l]));

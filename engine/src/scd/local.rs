@@ -1,6 +1,6 @@
 //! The in-process executor: every shard's kernels on a thread pool.
 
-use super::{coarse, kernels, Executor};
+use super::{Executor, coarse, kernels};
 use crate::error::EngineError;
 use crate::fixed::ExactSums;
 use crate::grid::{BlockShape, Cell};
@@ -69,7 +69,8 @@ impl LocalExecutor<'_> {
             (0..grid.targets.len())
                 .into_par_iter()
                 .map(|shard| {
-                    let cells: Vec<&Cell> = if blocks { grid.cells.iter().map(|b| &b[shard]).collect() } else { Vec::new() };
+                    let cells: Vec<&Cell> =
+                        if blocks { grid.cells.iter().map(|b| &b[shard]).collect() } else { Vec::new() };
                     let snapshots: Vec<&[i64]> = self.snapshots.iter().map(|s| s[shard].as_slice()).collect();
                     kernels::exact(&kernel(&cells, &snapshots, &grid.targets[shard], &predictions[shard], loss))
                 })
@@ -118,7 +119,13 @@ impl Executor for LocalExecutor<'_> {
                 .par_iter()
                 .enumerate()
                 .map(|(shard, cell)| {
-                    kernels::exact(&kernels::cell_direction_sums(cell, delta, &grid.targets[shard], &predictions[shard], loss))
+                    kernels::exact(&kernels::cell_direction_sums(
+                        cell,
+                        delta,
+                        &grid.targets[shard],
+                        &predictions[shard],
+                        loss,
+                    ))
                 })
                 .reduce_with(|mut a, b| {
                     a.add(&b);

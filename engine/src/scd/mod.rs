@@ -13,7 +13,7 @@ pub mod local;
 pub mod step;
 
 use crate::error::EngineError;
-use crate::fixed::{quantizable, ExactSums};
+use crate::fixed::{ExactSums, quantizable};
 use crate::grid::BlockShape;
 use crate::loss::Loss;
 use crate::objective::Regularization;
@@ -69,20 +69,27 @@ impl CoarseMode {
     /// pay for themselves up to about a hundred blocks (protein's 78 dense blocks: 6 epochs
     /// instead of 261) and not beyond (w8a's 151 small blocks: 7x slower per epoch).
     pub fn for_grid(blocks: usize) -> CoarseMode {
-        if blocks <= 128 {
-            CoarseMode::BlocksAndHistory
-        } else {
-            CoarseMode::History
-        }
+        if blocks <= 128 { CoarseMode::BlocksAndHistory } else { CoarseMode::History }
     }
 }
 
 impl ScdConfig {
     pub fn new(loss: Loss, l2: f64, l1: f64, max_epochs: u32, tolerance: f64, seed: u64) -> Result<Self, EngineError> {
         if !(tolerance.is_finite() && tolerance >= 0.0) {
-            return Err(EngineError::InvalidParameter { name: "tolerance", value: tolerance, why: "must be finite and >= 0" });
+            return Err(EngineError::InvalidParameter {
+                name: "tolerance",
+                value: tolerance,
+                why: "must be finite and >= 0",
+            });
         }
-        Ok(Self { loss, reg: Regularization::new(l2, l1)?, max_epochs, tolerance, seed, coarse: CoarseMode::BlocksAndHistory })
+        Ok(Self {
+            loss,
+            reg: Regularization::new(l2, l1)?,
+            max_epochs,
+            tolerance,
+            seed,
+            coarse: CoarseMode::BlocksAndHistory,
+        })
     }
 }
 
@@ -162,7 +169,8 @@ impl Scd {
                 _ => step::newton_step(g[j], h[j], theta[j], &reg),
             })
             .collect();
-        let mut report = IterationReport { epoch: self.state.epoch, update: Update::Block(block), step: 0.0, max_change: 0.0 };
+        let mut report =
+            IterationReport { epoch: self.state.epoch, update: Update::Block(block), step: 0.0, max_change: 0.0 };
         if delta.iter().all(|&d| d == 0.0) {
             return Ok(report);
         }
@@ -202,7 +210,8 @@ impl Scd {
     /// whole-block shifts and recent epochs' moves.
     pub fn coarse_correction<E: Executor>(&mut self, exec: &mut E) -> Result<IterationReport, E::Error> {
         let (loss, reg) = (self.config.loss, self.config.reg);
-        let mut report = IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 };
+        let mut report =
+            IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 };
         let blocks = self.config.coarse == CoarseMode::BlocksAndHistory;
         if !self.coarse_enabled() || (!blocks && self.state.history.is_empty()) {
             return Ok(report);
@@ -220,22 +229,40 @@ impl Scd {
         let sizes: Vec<usize> = theta.iter().map(Vec::len).collect();
         let block_sum = |v: &[f64]| -> Vec<f64> {
             let mut at = 0;
-            sizes.iter().map(|&n| { let s = v[at..at + n].iter().sum(); at += n; s }).collect()
+            sizes
+                .iter()
+                .map(|&n| {
+                    let s = v[at..at + n].iter().sum();
+                    at += n;
+                    s
+                })
+                .collect()
         };
         let dims = k + moves.len();
         // Regularizer's gradient 2 l2 V'theta and Gram matrix V'V, packed upper triangle.
-        let mut gradient: Vec<f64> =
-            block_sum(&flat).into_iter().take(k).chain(moves.iter().map(|m| dot(m, &flat))).map(|v| 2.0 * reg.l2 * v).collect();
+        let mut gradient: Vec<f64> = block_sum(&flat)
+            .into_iter()
+            .take(k)
+            .chain(moves.iter().map(|m| dot(m, &flat)))
+            .map(|v| 2.0 * reg.l2 * v)
+            .collect();
         let mut gram = vec![0.0; dims * (dims + 1) / 2];
         let move_sums: Vec<Vec<f64>> = moves.iter().map(|m| block_sum(m)).collect();
         let mut at = 0;
         for a in 0..dims {
             for b in a..dims {
                 gram[at] = match (a < k, b < k) {
-                    (true, true) => if a == b { sizes[a] as f64 } else { 0.0 },
+                    (true, true) => {
+                        if a == b {
+                            sizes[a] as f64
+                        } else {
+                            0.0
+                        }
+                    }
                     (true, false) => move_sums[b - k][a],
                     _ => dot(&moves[a - k], &moves[b - k]),
-                } * 2.0 * reg.l2;
+                } * 2.0
+                    * reg.l2;
                 at += 1;
             }
         }
@@ -288,7 +315,9 @@ impl Scd {
     /// The coarse correction is off with L1 (a shift would undo sparsity) and beyond
     /// [`coarse::MAX_COARSE_BLOCKS`] blocks.
     fn coarse_enabled(&self) -> bool {
-        self.config.coarse != CoarseMode::Off && self.config.reg.l1 == 0.0 && self.shapes.len() <= coarse::MAX_COARSE_BLOCKS
+        self.config.coarse != CoarseMode::Off
+            && self.config.reg.l1 == 0.0
+            && self.shapes.len() <= coarse::MAX_COARSE_BLOCKS
     }
 
     /// Remembers the current parameters (and the executor its predictions) for the

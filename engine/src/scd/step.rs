@@ -48,7 +48,11 @@ pub fn bounded_logistic_step(gradient: f64, curvature: f64, max_abs: f64, theta:
             hi = x;
             break; // at the L1 kink, or an exact root
         }
-        if right < 0.0 { lo = x } else { hi = x }
+        if right < 0.0 {
+            lo = x
+        } else {
+            hi = x
+        }
         let mut next = x - right / bound.second_derivative(x);
         if !(next > lo && next < hi) {
             next = 0.5 * (lo + hi);
@@ -120,7 +124,11 @@ pub fn squared_line_search(p: f64, dd: f64, theta: &[f64], delta: &[f64], reg: &
         let l1: f64 = if reg.l1 == 0.0 {
             0.0
         } else {
-            theta.iter().zip(delta).map(|(&t, &d)| reg.l1 * d * (t + a * d).signum() * ((t + a * d) != 0.0) as u8 as f64).sum()
+            theta
+                .iter()
+                .zip(delta)
+                .map(|(&t, &d)| reg.l1 * d * (t + a * d).signum() * ((t + a * d) != 0.0) as u8 as f64)
+                .sum()
         };
         -2.0 * p + 2.0 * a * dd + 2.0 * reg.l2 * (td + a * d2) + l1
     };
@@ -243,7 +251,9 @@ mod tests {
             let r = reg(0.3, l1);
             let (theta, delta) = (vec![0.5, -1.0, 0.0], vec![-1.0, 2.0, 0.3]);
             let (p, dd) = (2.0, 5.0);
-            let f = |a: f64| -2.0 * a * p + a * a * dd + theta.iter().zip(&delta).map(|(&t, &d)| r.penalty(t + a * d)).sum::<f64>();
+            let f = |a: f64| {
+                -2.0 * a * p + a * a * dd + theta.iter().zip(&delta).map(|(&t, &d)| r.penalty(t + a * d)).sum::<f64>()
+            };
             let a = squared_line_search(p, dd, &theta, &delta, &r);
             let brute = (0..=100_000).map(|i| i as f64 / 100_000.0).min_by(|x, y| f(*x).total_cmp(&f(*y))).unwrap();
             assert!((a - brute).abs() < 1e-4, "l1={l1}: {a} vs {brute}");

@@ -64,13 +64,18 @@ impl DelimitedReader {
         };
         let label = match &spec.label {
             None => 0,
-            Some(l) => names.iter().position(|n| n == l).or_else(|| l.parse().ok().filter(|&i| i < names.len())).ok_or_else(
-                || LineaError::Usage(format!("{path}: no label column {l:?}; columns are {}", names.join(", "))),
-            )?,
+            Some(l) => {
+                names.iter().position(|n| n == l).or_else(|| l.parse().ok().filter(|&i| i < names.len())).ok_or_else(
+                    || LineaError::Usage(format!("{path}: no label column {l:?}; columns are {}", names.join(", "))),
+                )?
+            }
         };
         for ignored in &spec.ignore {
             if !names.contains(ignored) {
-                return Err(LineaError::Usage(format!("{path}: no column {ignored:?} to ignore; columns are {}", names.join(", "))));
+                return Err(LineaError::Usage(format!(
+                    "{path}: no column {ignored:?} to ignore; columns are {}",
+                    names.join(", ")
+                )));
             }
         }
         // Type inference over the whole file.
@@ -86,7 +91,11 @@ impl DelimitedReader {
                 match field.parse::<f64>() {
                     Ok(v) if !v.is_finite() && c != label => {
                         let line = record.position().map_or(0, |p| p.line());
-                        return Err(LineaError::input(path, line, format!("column {} is {v}; only finite numbers are allowed", names[c])));
+                        return Err(LineaError::input(
+                            path,
+                            line,
+                            format!("column {} is {v}; only finite numbers are allowed", names[c]),
+                        ));
                     }
                     Ok(_) => {}
                     Err(_) => all_numeric[c] = false,
@@ -104,7 +113,14 @@ impl DelimitedReader {
         Self::build(path, delimiter, has_header, names, kinds, spec)
     }
 
-    fn build(file: &str, delimiter: u8, header: bool, names: Vec<String>, kinds: Vec<Kind>, spec: &FeatureSpec) -> Result<Self> {
+    fn build(
+        file: &str,
+        delimiter: u8,
+        header: bool,
+        names: Vec<String>,
+        kinds: Vec<Kind>,
+        spec: &FeatureSpec,
+    ) -> Result<Self> {
         Ok(Self {
             file: file.to_string(),
             reader: reader(file, delimiter, header)?,

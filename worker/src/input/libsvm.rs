@@ -1,6 +1,6 @@
 //! LIBSVM / SVMlight: `label index:value index:value ... [# comment]`.
 
-use super::{parse_label, ExampleReader, Lines, RawExample};
+use super::{ExampleReader, Lines, RawExample, parse_label};
 use crate::error::Result;
 
 pub struct LibsvmReader {
@@ -29,7 +29,9 @@ impl ExampleReader for LibsvmReader {
             let Some((index, value)) = token.split_once(':') else {
                 return Err(lines.error(format!("feature {token:?} is not index:value")));
             };
-            let index: u64 = index.parse().map_err(|_| lines.error(format!("feature index {index:?} is not a non-negative integer")))?;
+            let index: u64 = index
+                .parse()
+                .map_err(|_| lines.error(format!("feature index {index:?} is not a non-negative integer")))?;
             let value = lines.number(value, &format!("value of feature {index}"))?;
             if value != 0.0 {
                 example.push(0, &index.to_string(), value);

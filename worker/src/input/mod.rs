@@ -134,7 +134,12 @@ pub struct Lines {
 impl Lines {
     pub fn open(path: &str) -> Result<Self> {
         let file = std::fs::File::open(path).map_err(LineaError::io(path))?;
-        Ok(Self { file: path.to_string(), reader: Box::new(std::io::BufReader::with_capacity(1 << 20, file)), line: 0, text: String::new() })
+        Ok(Self {
+            file: path.to_string(),
+            reader: Box::new(std::io::BufReader::with_capacity(1 << 20, file)),
+            line: 0,
+            text: String::new(),
+        })
     }
 
     /// Advances to the next line that is not blank; `false` at the end.

@@ -21,7 +21,8 @@ pub struct ParquetReader {
 impl ParquetReader {
     pub fn open(path: &str, spec: &FeatureSpec) -> Result<Self> {
         let handle = std::fs::File::open(path).map_err(LineaError::io(path))?;
-        let reader = SerializedFileReader::new(handle).map_err(|e| LineaError::data(path, format!("not a readable Parquet file: {e}")))?;
+        let reader = SerializedFileReader::new(handle)
+            .map_err(|e| LineaError::data(path, format!("not a readable Parquet file: {e}")))?;
         let schema = reader.metadata().file_metadata().schema_descr_ptr();
         let names: Vec<String> = schema.columns().iter().map(|c| c.name().to_string()).collect();
         if reader.metadata().file_metadata().num_rows() == 0 {
@@ -35,14 +36,19 @@ impl ParquetReader {
         };
         for ignored in &spec.ignore {
             if !names.contains(ignored) {
-                return Err(LineaError::Usage(format!("{path}: no column {ignored:?} to ignore; columns are {}", names.join(", "))));
+                return Err(LineaError::Usage(format!(
+                    "{path}: no column {ignored:?} to ignore; columns are {}",
+                    names.join(", ")
+                )));
             }
         }
         use parquet::basic::Type;
         let numeric: Vec<bool> = schema
             .columns()
             .iter()
-            .map(|c| matches!(c.physical_type(), Type::BOOLEAN | Type::INT32 | Type::INT64 | Type::FLOAT | Type::DOUBLE))
+            .map(|c| {
+                matches!(c.physical_type(), Type::BOOLEAN | Type::INT32 | Type::INT64 | Type::FLOAT | Type::DOUBLE)
+            })
             .collect();
         let rows = reader.into_iter();
         Ok(Self {
@@ -102,7 +108,10 @@ impl ExampleReader for ParquetReader {
                     (None, Some(v)) => return Err(self.error(format!("label is {v}; only finite numbers are allowed"))),
                     (None, None) if matches!(field, Field::Null) => return Err(self.error("label is missing")),
                     (None, None) => {
-                        return Err(self.error(format!("label {:?} is not a number (use --positive VALUE for string labels)", text(field))));
+                        return Err(self.error(format!(
+                            "label {:?} is not a number (use --positive VALUE for string labels)",
+                            text(field)
+                        )));
                     }
                 };
                 continue;

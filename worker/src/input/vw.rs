@@ -2,7 +2,7 @@
 //! Each namespace is a variable; a namespace with several features per example is
 //! set-valued, and `prepare` splits its block.
 
-use super::{parse_label, ExampleReader, Lines, RawExample};
+use super::{ExampleReader, Lines, RawExample, parse_label};
 use crate::error::Result;
 use std::collections::HashMap;
 
@@ -60,7 +60,9 @@ impl VwReader {
         if let Some(weight) = head.next() {
             let w = self.lines.number(weight, "importance weight")?;
             if w != 1.0 {
-                return Err(self.lines.error(format!("importance weight {w} is not supported; linea trains unweighted examples")));
+                return Err(self
+                    .lines
+                    .error(format!("importance weight {w} is not supported; linea trains unweighted examples")));
             }
         }
         for segment in segments {

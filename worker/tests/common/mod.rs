@@ -2,8 +2,8 @@
 //! grid's rows in the plain sparse form the reference solvers take.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use linea_engine::scd::{CoarseMode, Scd, ScdConfig};
 use linea_engine::Loss;
+use linea_engine::scd::{CoarseMode, Scd, ScdConfig};
 use linea_worker::gridload::{self, LoadedGrid};
 use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::prepare::{self, PrepareOptions};
@@ -17,7 +17,13 @@ pub fn data(path: &str) -> String {
 }
 
 pub fn spec(format: Format) -> FeatureSpec {
-    FeatureSpec { format, label: None, positive: None, numeric: FeatureSpec::default_numeric(format), ignore: Vec::new() }
+    FeatureSpec {
+        format,
+        label: None,
+        positive: None,
+        numeric: FeatureSpec::default_numeric(format),
+        ignore: Vec::new(),
+    }
 }
 
 /// Prepares `input` into a fresh temporary folder and loads it.

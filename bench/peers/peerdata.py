@@ -1,0 +1,287 @@
+"""Dataset loading and objective evaluation shared by reference.py and run_peers.py.
+
+Every dataset is turned into a float64 CSR matrix X whose LAST column is the
+always-on bias feature (value 1), exactly like linea and LIBLINEAR `-B 1`.
+The objective is linea's:
+
+    logistic: sum_i log(1 + exp(-y_i w.x_i)) + l2 * ||w||^2 + l1 * ||w||_1   (y in {-1,+1})
+    squared:  sum_i (y_i - w.x_i)^2          + l2 * ||w||^2 + l1 * ||w||_1
+
+Featurisation per format (documented in README.md; the same rules must be used by
+anything whose objective is compared with these numbers):
+  libsvm   column = feature id (1-based ids, column id-1); labels > 0 -> +1, else -1
+  vw       one feature per "namespace^token" (value after ':' or 1); repeated tokens add up
+  criteo   13 integer columns I1..I13 -> categorical "I<j>^<bucket>" where bucket = v if v <= 2
+           else floor(ln(v)^2) (the Criteo-challenge winners' binning; empty -> no feature);
+           26 categorical columns -> "C<j>^<hash>" (empty -> no feature); all values 1
+  tsv      dense, label first (higgs): column j = field j
+  parquet  numeric columns dense as they are, string columns one-hot "<col>^<value>"
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+DATA_ROOT = os.environ.get("LINEA_DATA", "/work/shared/data")
+
+
+@dataclass
+class Spec:
+    name: str
+    fmt: str                   # libsvm | vw | criteo | tsv | parquet
+    train: str
+    tests: dict = field(default_factory=dict)   # split name -> path
+    loss: str = "logistic"     # natural loss
+    label_col: str | None = None
+    drop_cols: tuple = ()
+    positive: object = None    # parquet: label value that is +1
+    linea_format: str | None = None  # what `linea prepare --format` gets for the original file
+
+
+def _p(*a):
+    return os.path.join(DATA_ROOT, *a)
+
+
+DATASETS = {
+    "a9a": Spec("a9a", "libsvm", _p("a9a", "a9a.train.libsvm"),
+                {"test": _p("a9a", "a9a.test.libsvm")}, linea_format="libsvm"),
+    "w8a": Spec("w8a", "libsvm", _p("w8a", "w8a.libsvm"), linea_format="libsvm"),
+    "rcv1-small": Spec("rcv1-small", "vw", _p("rcv1-small", "rcv1_small.vw"), linea_format="vw"),
+    "movielens-100k": Spec("movielens-100k", "vw", _p("movielens-100k", "ratings.vw"),
+                           loss="squared", linea_format="vw"),
+    "criteo-sample": Spec("criteo-sample", "criteo", _p("criteo-sample", "train.tsv"),
+                          {"dev": _p("criteo-sample", "dev.tsv"), "test": _p("criteo-sample", "test.tsv")},
+                          linea_format="criteo"),
+    "higgs-sample": Spec("higgs-sample", "tsv", _p("higgs-sample", "higgs.train.tsv"),
+                         {"test": _p("higgs-sample", "higgs.test.tsv")}, linea_format="csv"),
+    "adult": Spec("adult", "parquet", _p("adult", "adult.parquet"), label_col="income",
+                  positive=">50K", linea_format="parquet"),
+    "protein-kdd2004": Spec("protein-kdd2004", "parquet", _p("protein-kdd2004", "protein.parquet"),
+                            label_col="target", drop_cols=("EXAMPLE_ID", "BLOCK_ID"), positive=1,
+                            linea_format="parquet"),
+}
+
+
+@dataclass
+class Data:
+    X: sp.csr_matrix          # n x d, last column = bias (1.0)
+    y_raw: np.ndarray         # labels as read (float64)
+    names: list | None        # feature names for columns 0..d-2 (None for libsvm: id = col+1)
+
+    def y(self, loss):
+        if loss == "logistic":
+            return np.where(self.y_raw > 0, 1.0, -1.0)
+        return self.y_raw.astype(np.float64)
+
+
+# ---------------------------------------------------------------- parsers (token level)
+
+def _vw_rows(path):
+    """yield (label, [(key, value), ...]) for a VW text file."""
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            parts = line.rstrip("\n").split("|")
+            head = parts[0].split()
+            label = float(head[0])
+            feats = []
+            for seg in parts[1:]:
+                toks = seg.split()
+                if not toks or seg[:1].isspace():
+                    ns, toks = " ", toks          # default namespace
+                else:
+                    ns, toks = toks[0].split(":")[0], toks[1:]
+                for t in toks:
+                    if ":" in t:
+                        k, v = t.rsplit(":", 1)
+                        feats.append((ns + "^" + k, float(v)))
+                    else:
+                        feats.append((ns + "^" + t, 1.0))
+            yield label, feats
+
+
+def _criteo_bucket(v: int) -> str:
+    return str(v) if v <= 2 else str(int(math.floor(math.log(v) ** 2)))
+
+
+def _criteo_rows(path):
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            c = line.rstrip("\n").split("\t")
+            c += [""] * (40 - len(c))
+            feats = []
+            for j in range(13):
+                s = c[1 + j]
+                if s != "":
+                    feats.append((f"I{j+1}^{_criteo_bucket(int(s))}", 1.0))
+            for j in range(26):
+                s = c[14 + j]
+                if s != "":
+                    feats.append((f"C{j+1}^{s}", 1.0))
+            yield float(c[0]), feats
+
+
+def _build_keyed(rows_per_split, vocab=None):
+    """rows_per_split: list of row iterators; vocab built from the first (train) split only.
+    Unknown test features are dropped (they would get weight 0 anyway)."""
+    out = []
+    build = vocab is None
+    vocab = {} if build else vocab
+    for si, rows in enumerate(rows_per_split):
+        indptr, indices, vals, labels = [0], [], [], []
+        for label, feats in rows:
+            acc = {}
+            for k, v in feats:
+                if si == 0 and build and k not in vocab:
+                    vocab[k] = len(vocab)
+                j = vocab.get(k)
+                if j is not None:
+                    acc[j] = acc.get(j, 0.0) + v
+            indices.extend(acc.keys())
+            vals.extend(acc.values())
+            indptr.append(len(indices))
+            labels.append(label)
+        out.append((np.array(indptr), np.array(indices, dtype=np.int64), np.array(vals), np.array(labels)))
+    d = len(vocab)
+    mats = []
+    for indptr, indices, vals, labels in out:
+        n = len(labels)
+        X = sp.csr_matrix((vals, indices, indptr), shape=(n, d))
+        mats.append((X, labels))
+    names = [None] * d
+    for k, j in vocab.items():
+        names[j] = k
+    return mats, names
+
+
+def _add_bias(X):
+    n = X.shape[0]
+    X = sp.hstack([X, sp.csr_matrix(np.ones((n, 1)))], format="csr")
+    X.sort_indices()
+    return X.astype(np.float64)
+
+
+_CACHE = {}
+
+
+def load(name: str):
+    """Returns (train Data, {split: Data}); feature spaces are aligned (train vocabulary)."""
+    if name in _CACHE:
+        return _CACHE[name]
+    s = DATASETS[name]
+    paths = [s.train] + list(s.tests.values())
+    if s.fmt == "libsvm":
+        from sklearn.datasets import load_svmlight_files
+        res = load_svmlight_files(paths, zero_based=False, dtype=np.float64)
+        mats = [(res[2 * i], res[2 * i + 1]) for i in range(len(paths))]
+        names = None
+    elif s.fmt in ("vw", "criteo"):
+        rows = _vw_rows if s.fmt == "vw" else _criteo_rows
+        mats, names = _build_keyed([rows(p) for p in paths])
+    elif s.fmt == "tsv":
+        mats = []
+        for p in paths:
+            a = np.loadtxt(p, delimiter="\t", dtype=np.float64)
+            mats.append((sp.csr_matrix(a[:, 1:]), a[:, 0]))
+        names = [f"x{j+1}" for j in range(mats[0][0].shape[1])]
+    elif s.fmt == "parquet":
+        import pyarrow.parquet as pq
+        t = pq.read_table(s.train).to_pydict()
+        lab = t.pop(s.label_col)
+        for c in s.drop_cols:
+            t.pop(c, None)
+        y = np.array([1.0 if v == s.positive else -1.0 for v in lab])
+        rows = []
+        cols = list(t.keys())
+        for i in range(len(y)):
+            feats = []
+            for c in cols:
+                v = t[c][i]
+                if v is None:
+                    continue
+                if isinstance(v, str):
+                    feats.append((f"{c}^{v}", 1.0))
+                elif v != 0:
+                    feats.append((c, float(v)))
+            rows.append((y[i], feats))
+        mats, names = _build_keyed([iter(rows)])
+    else:
+        raise ValueError(s.fmt)
+    train = Data(_add_bias(mats[0][0]), np.asarray(mats[0][1], dtype=np.float64), names)
+    tests = {}
+    for (split, _), (X, y) in zip(s.tests.items(), mats[1:]):
+        tests[split] = Data(_add_bias(X), np.asarray(y, dtype=np.float64), names)
+    _CACHE[name] = (train, tests)
+    return train, tests
+
+
+# ---------------------------------------------------------------- objective
+
+def _fsum(a):
+    return math.fsum(np.asarray(a, dtype=np.float64).tolist())
+
+
+def objective(X, y, w, loss, l2, l1=0.0):
+    """linea's objective in float64 (compensated summation over examples)."""
+    w = np.asarray(w, dtype=np.float64)
+    z = X @ w
+    if loss == "logistic":
+        data = np.logaddexp(0.0, -y * z)
+    elif loss == "squared":
+        data = (y - z) ** 2
+    else:
+        raise ValueError(loss)
+    return _fsum(data) + l2 * _fsum(w * w) + (l1 * _fsum(np.abs(w)) if l1 else 0.0)
+
+
+def gradient(X, y, w, loss, l2):
+    z = X @ w
+    if loss == "logistic":
+        s = -y * _sigmoid(-y * z)
+    else:
+        s = -2.0 * (y - z)
+    return X.T @ s + 2.0 * l2 * w
+
+
+def _sigmoid(t):
+    return np.where(t >= 0, 1.0 / (1.0 + np.exp(-np.abs(t))), np.exp(-np.abs(t)) / (1.0 + np.exp(-np.abs(t))))
+
+
+def effective_l2(X, y, w, loss):
+    """KKT calibration: for an (approximately) optimal w of  sum loss + lam ||w||^2,
+    grad(sum loss) = -2 lam w; returns the least-squares estimate of lam in linea's units."""
+    z = X @ w
+    s = -y * _sigmoid(-y * z) if loss == "logistic" else -2.0 * (y - z)
+    g = X.T @ s
+    return float(-(g @ w) / (2.0 * (w @ w)))
+
+
+def auc(scores, labels):
+    """ROC AUC with tie handling (labels in {-1,+1} or {0,1})."""
+    pos = labels > 0
+    n1, n0 = int(pos.sum()), int((~pos).sum())
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    from scipy.stats import rankdata
+    r = rankdata(scores)
+    return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def test_metrics(tests, w, loss):
+    out = {}
+    for split, d in tests.items():
+        z = d.X @ w
+        y = d.y(loss)
+        if loss == "logistic":
+            out[split] = {"auc": auc(z, y), "logloss": _fsum(np.logaddexp(0.0, -y * z)) / len(y),
+                          "n": len(y)}
+        else:
+            out[split] = {"rmse": math.sqrt(_fsum((y - z) ** 2) / len(y)), "n": len(y)}
+    return out
