@@ -39,6 +39,13 @@ pub fn bounded_logistic_step(gradient: f64, curvature: f64, max_abs: f64, theta:
         return newton; // U is exactly the model (no curvature term) or nothing moves
     }
     let bound = Bound { g: gradient, h: curvature, m: max_abs, theta, reg: *reg };
+    // Fast path, the common case near the optimum: when the bound proves the Newton step
+    // achieves at least 99% of the decrease the quadratic model predicts, take it; the
+    // bound's minimizer could only improve on it by that margin.
+    let model = gradient * newton + 0.5 * curvature * newton * newton + reg.penalty(theta + newton) - reg.penalty(theta);
+    if model < 0.0 && bound.value(newton) <= 0.99 * model {
+        return newton;
+    }
     let (mut lo, mut hi) = if newton > 0.0 { (0.0, newton) } else { (newton, 0.0) };
     let mut x = newton;
     for _ in 0..100 {
