@@ -105,3 +105,29 @@ fn high_dimensional_sets_reach_a_stationary_point() {
         assert!(norm <= 1e-5 * start, "{path}: |gradient| {norm} (at 0: {start})");
     }
 }
+
+#[test]
+fn a9a_with_l1_satisfies_the_optimality_conditions_and_is_sparse() {
+    let (l2, l1) = (0.5, 2.0);
+    let (_dir, loaded) = prepare(&data("a9a/a9a.train.libsvm"), spec(Format::Libsvm), 8192, Loss::Logistic);
+    let mut config = config(&loaded, Loss::Logistic, l2, 1e-13);
+    config.reg = linea_engine::objective::Regularization::new(l2, l1).unwrap();
+    let w: Vec<f64> = train(&loaded, config).state.theta.concat();
+    let (rows, targets) = (rows(&loaded), targets(&loaded));
+    // The smooth part's gradient, from the rows directly.
+    let mut gradient: Vec<f64> = w.iter().map(|&x| 2.0 * l2 * x).collect();
+    for (row, &y) in rows.iter().zip(&targets) {
+        let f: f64 = row.iter().map(|&(j, x)| w[j] * x).sum();
+        let d = Loss::Logistic.derivatives(y, f);
+        row.iter().for_each(|&(j, x)| gradient[j] += d.first * x);
+    }
+    let zeros = w.iter().filter(|&&x| x == 0.0).count();
+    assert!(zeros >= 10, "only {zeros} of {} weights are exactly zero", w.len());
+    for (j, (&x, &g)) in w.iter().zip(&gradient).enumerate() {
+        if x == 0.0 {
+            assert!(g.abs() <= l1 * (1.0 + 1e-6), "feature {j}: |{g}| > l1 at zero");
+        } else {
+            assert!((g + l1 * x.signum()).abs() <= 1e-3, "feature {j}: {g} + {l1} sign({x}) != 0");
+        }
+    }
+}

@@ -20,8 +20,9 @@
 //! `(Z' L'' Z + 2 l2 V'V) t = -(Z' l' + 2 l2 V' theta)`, dropping directions that are
 //! numerically dependent, and is line-searched like an impure block's step, so the
 //! objective never rises. CD smooths the rest. It costs two passes over the grid per epoch
-//! and O(n (K + HISTORY)^2) arithmetic, and is skipped with L1 (a shift would undo
-//! sparsity) or more than [`MAX_COARSE_BLOCKS`] blocks.
+//! and O(n (K + HISTORY)^2) arithmetic. With L1 the block shifts are left out (they
+//! would make zero weights non-zero); the history moves are zero wherever a weight stayed
+//! zero. Beyond [`MAX_COARSE_BLOCKS`] blocks there is no correction.
 
 use crate::fixed::prediction_value;
 use crate::grid::Cell;

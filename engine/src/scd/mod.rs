@@ -212,7 +212,9 @@ impl Scd {
         let (loss, reg) = (self.config.loss, self.config.reg);
         let mut report =
             IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 };
-        let blocks = self.config.coarse == CoarseMode::BlocksAndHistory;
+        // With L1, shifting a whole block would make its zero weights non-zero; the history
+        // moves are zero wherever the weights stayed zero, so they keep sparsity.
+        let blocks = self.config.coarse == CoarseMode::BlocksAndHistory && reg.l1 == 0.0;
         if !self.coarse_enabled() || (!blocks && self.state.history.is_empty()) {
             return Ok(report);
         }
@@ -239,12 +241,14 @@ impl Scd {
                 .collect()
         };
         let dims = k + moves.len();
-        // Regularizer's gradient 2 l2 V'theta and Gram matrix V'V, packed upper triangle.
+        // Regularizer's gradient 2 l2 V'theta (+ l1 V'sign(theta), L1 being linear where
+        // the weights are non-zero) and Gram matrix V'V, packed upper triangle.
+        let signs: Vec<f64> = flat.iter().map(|&t| if t == 0.0 { 0.0 } else { t.signum() }).collect();
         let mut gradient: Vec<f64> = block_sum(&flat)
             .into_iter()
             .take(k)
-            .chain(moves.iter().map(|m| dot(m, &flat)))
             .map(|v| 2.0 * reg.l2 * v)
+            .chain(moves.iter().map(|m| 2.0 * reg.l2 * dot(m, &flat) + reg.l1 * dot(m, &signs)))
             .collect();
         let mut gram = vec![0.0; dims * (dims + 1) / 2];
         let move_sums: Vec<Vec<f64>> = moves.iter().map(|m| block_sum(m)).collect();
@@ -312,12 +316,9 @@ impl Scd {
         Ok(report)
     }
 
-    /// The coarse correction is off with L1 (a shift would undo sparsity) and beyond
-    /// [`coarse::MAX_COARSE_BLOCKS`] blocks.
+    /// The coarse correction is off beyond [`coarse::MAX_COARSE_BLOCKS`] blocks.
     fn coarse_enabled(&self) -> bool {
-        self.config.coarse != CoarseMode::Off
-            && self.config.reg.l1 == 0.0
-            && self.shapes.len() <= coarse::MAX_COARSE_BLOCKS
+        self.config.coarse != CoarseMode::Off && self.shapes.len() <= coarse::MAX_COARSE_BLOCKS
     }
 
     /// Remembers the current parameters (and the executor its predictions) for the

@@ -42,7 +42,8 @@ pub fn bounded_logistic_step(gradient: f64, curvature: f64, max_abs: f64, theta:
     // Fast path, the common case near the optimum: when the bound proves the Newton step
     // achieves at least 99% of the decrease the quadratic model predicts, take it; the
     // bound's minimizer could only improve on it by that margin.
-    let model = gradient * newton + 0.5 * curvature * newton * newton + reg.penalty(theta + newton) - reg.penalty(theta);
+    let model =
+        gradient * newton + 0.5 * curvature * newton * newton + reg.penalty(theta + newton) - reg.penalty(theta);
     if model < 0.0 && bound.value(newton) <= 0.99 * model {
         return newton;
     }
