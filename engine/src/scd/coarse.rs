@@ -27,7 +27,7 @@
 use crate::fixed::prediction_value;
 use crate::grid::Cell;
 use crate::loss::Loss;
-use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
+use crate::scd::kernels::DirectionSums;
 
 /// Above this many blocks the K x K system costs more than it saves.
 pub const MAX_COARSE_BLOCKS: usize = 256;
@@ -94,27 +94,12 @@ pub fn shard_coarse_direction_sums(
 ) -> Vec<f64> {
     let k = cells.len() + snapshots.len();
     let z = subspace_rows(cells, snapshots, predictions);
-    let mut sums = vec![0.0; if loss == Loss::Squared { 2 } else { LOGISTIC_STEP_CANDIDATES.len() }];
+    let mut sums = DirectionSums::new(loss);
     for (i, (&y, &p)) in targets.iter().zip(predictions).enumerate() {
         let d: f64 = z[i * k..(i + 1) * k].iter().zip(t).map(|(a, b)| a * b).sum();
-        if d == 0.0 {
-            continue;
-        }
-        let f = prediction_value(p);
-        match loss {
-            Loss::Squared => {
-                sums[0] += (y - f) * d;
-                sums[1] += d * d;
-            }
-            Loss::Logistic => {
-                let base = loss.value(y, f);
-                for (s, a) in sums.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
-                    *s += loss.value(y, f + a * d) - base;
-                }
-            }
-        }
+        sums.add(y, prediction_value(p), d);
     }
-    sums
+    sums.0
 }
 
 /// Solves `H t = -g` for the packed upper-triangular `H` by Cholesky, dropping (t = 0)

@@ -57,38 +57,47 @@ pub fn accumulate_statistics(
 /// for squared loss `[sum r_i d_i, sum d_i^2]` (r = y - f); for logistic loss the exact
 /// change of the loss sum at each of [`LOGISTIC_STEP_CANDIDATES`].
 pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
-    let mut sums = vec![0.0; if loss == Loss::Squared { 2 } else { LOGISTIC_STEP_CANDIDATES.len() }];
+    let mut sums = DirectionSums::new(loss);
     let local_delta: Vec<f64> = cell.feature_ids.iter().map(|&f| delta[f as usize]).collect();
-    let mut flush = |row: u32, d: f64| {
-        if d == 0.0 {
-            return;
-        }
-        let y = targets[row as usize];
-        let f = prediction_value(predictions[row as usize]);
-        match loss {
-            Loss::Squared => {
-                sums[0] += (y - f) * d;
-                sums[1] += d * d;
-            }
-            Loss::Logistic => {
-                let base = loss.value(y, f);
-                for (s, a) in sums.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
-                    *s += loss.value(y, f + a * d) - base;
-                }
-            }
-        }
-    };
     let mut k = 0;
     while k < cell.nnz() {
-        let row = cell.rows[k];
+        let row = cell.rows[k] as usize;
         let mut d = 0.0;
-        while k < cell.nnz() && cell.rows[k] == row {
+        while k < cell.nnz() && cell.rows[k] as usize == row {
             d += cell.value(k) * local_delta[cell.local[k] as usize];
             k += 1;
         }
-        flush(row, d);
+        sums.add(targets[row], prediction_value(predictions[row]), d);
     }
-    sums
+    sums.0
+}
+
+/// Line-search sums of rows whose predictions move by `d` along a direction: for squared
+/// loss `[sum r d, sum d^2]` (r = y - f); for logistic loss the exact change of the loss
+/// at each of [`LOGISTIC_STEP_CANDIDATES`].
+pub struct DirectionSums(pub Vec<f64>);
+
+impl DirectionSums {
+    pub fn new(loss: Loss) -> Self {
+        DirectionSums(vec![0.0; if loss == Loss::Squared { 2 } else { LOGISTIC_STEP_CANDIDATES.len() }])
+    }
+
+    /// Adds a row with target `y`, prediction `f` and move `d`.
+    #[inline]
+    pub fn add(&mut self, y: f64, f: f64, d: f64) {
+        if d == 0.0 {
+            return;
+        }
+        if self.0.len() == 2 {
+            self.0[0] += (y - f) * d;
+            self.0[1] += d * d;
+        } else {
+            let base = Loss::Logistic.value(y, f);
+            for (s, a) in self.0.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
+                *s += Loss::Logistic.value(y, f + a * d) - base;
+            }
+        }
+    }
 }
 
 /// Moves the cell's share of each prediction from `old` to `new` parameters (block-indexed):
