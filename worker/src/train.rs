@@ -7,7 +7,7 @@ use crate::plot;
 use crate::progress::Progress;
 use crate::storage;
 use linea_engine::scd::local::LocalExecutor;
-use linea_engine::scd::{CoarseMode, IterationReport, Scd, ScdConfig};
+use linea_engine::scd::{IterationReport, Scd, ScdConfig};
 use linea_engine::{EngineError, Loss};
 use std::time::Instant;
 
@@ -64,8 +64,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         loaded.manifest.nnz,
         started.elapsed().as_secs_f64()
     ));
-    let mut config = config;
-    config.coarse = CoarseMode::for_grid(loaded.manifest.blocks.len());
+    let config = config.fitted_to(loaded.manifest.blocks.len(), loaded.manifest.rows);
     let (scd, trace, seconds) = run(&loaded, config, options.threads, progress, |_, _| {})?;
     let objective = *scd.state.objectives.last().expect("at least one epoch");
     let header = ModelHeader {

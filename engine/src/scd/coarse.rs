@@ -54,36 +54,58 @@ fn subspace_rows(cells: &[&Cell], snapshots: &[&[i64]], predictions: &[i64]) -> 
     z
 }
 
-/// Partial gradient (D) and upper-triangular Hessian (D (D + 1) / 2, row-major) of the
-/// loss along the subspace's directions, over one shard.
+/// The coarse step's sums over one shard: the loss gradient along each direction (D
+/// values); then, if `hessian`, the upper triangle of the loss Hessian (D (D + 1) / 2,
+/// row-major; zeros otherwise); then the shard's rows and the rows the Hessian covers.
+///
+/// The gradient costs O(nnz + n H); the Hessian O(n D^2), so it is taken on a fixed subset
+/// of shards (see [`hessian_stride`]) and scaled up: an estimated Hessian still gives a
+/// descent direction, and the line search measures the step on every row.
 pub fn shard_coarse_statistics(
     cells: &[&Cell],
     snapshots: &[&[i64]],
     targets: &[f64],
     predictions: &[i64],
     loss: Loss,
+    hessian: bool,
 ) -> Vec<f64> {
-    let k = cells.len() + snapshots.len();
-    let z = subspace_rows(cells, snapshots, predictions);
-    let mut out = vec![0.0; k + k * (k + 1) / 2];
-    let (gradient, hessian) = out.split_at_mut(k);
-    for (i, (&y, &p)) in targets.iter().zip(predictions).enumerate() {
-        let d = loss.derivatives(y, prediction_value(p));
-        let zi = &z[i * k..(i + 1) * k];
-        let mut at = 0;
-        for a in 0..k {
-            gradient[a] += d.first * zi[a];
-            let scaled = d.second * zi[a];
-            for b in a..k {
-                hessian[at] += scaled * zi[b];
-                at += 1;
+    let (k, dims, rows) = (cells.len(), cells.len() + snapshots.len(), targets.len());
+    let derivatives: Vec<_> =
+        targets.iter().zip(predictions).map(|(&y, &p)| loss.derivatives(y, prediction_value(p))).collect();
+    let triangle = dims * (dims + 1) / 2;
+    let mut out = vec![0.0; dims + triangle + 2];
+    for (b, cell) in cells.iter().enumerate() {
+        out[b] = cell.rows.iter().enumerate().map(|(n, &row)| derivatives[row as usize].first * cell.value(n)).sum();
+    }
+    for (h, snapshot) in snapshots.iter().enumerate() {
+        out[k + h] = derivatives
+            .iter()
+            .zip(predictions.iter().zip(snapshot.iter()))
+            .map(|(d, (&now, &then))| d.first * prediction_value(now.wrapping_sub(then)))
+            .sum();
+    }
+    if hessian {
+        let z = subspace_rows(cells, snapshots, predictions);
+        let upper = &mut out[dims..dims + triangle];
+        for (i, d) in derivatives.iter().enumerate() {
+            let zi = &z[i * dims..(i + 1) * dims];
+            let mut at = 0;
+            for a in 0..dims {
+                let scaled = d.second * zi[a];
+                for b in a..dims {
+                    upper[at] += scaled * zi[b];
+                    at += 1;
+                }
             }
         }
+        out[dims + triangle + 1] = rows as f64;
     }
+    out[dims + triangle] = rows as f64;
     out
 }
 
-/// Line-search sums along `d_i = sum_k z_ik t_k`, as [`super::kernels::cell_direction_sums`].
+/// Line-search sums along `d_i = sum_k z_ik t_k`, as [`super::kernels::cell_direction_sums`],
+/// in O(nnz + n H).
 pub fn shard_coarse_direction_sums(
     cells: &[&Cell],
     snapshots: &[&[i64]],
@@ -92,14 +114,29 @@ pub fn shard_coarse_direction_sums(
     predictions: &[i64],
     loss: Loss,
 ) -> Vec<f64> {
-    let k = cells.len() + snapshots.len();
-    let z = subspace_rows(cells, snapshots, predictions);
+    let mut d = vec![0.0; targets.len()];
+    for (cell, &shift) in cells.iter().zip(t) {
+        for (n, &row) in cell.rows.iter().enumerate() {
+            d[row as usize] += shift * cell.value(n);
+        }
+    }
+    for (snapshot, &weight) in snapshots.iter().zip(&t[cells.len()..]) {
+        for (di, (&now, &then)) in d.iter_mut().zip(predictions.iter().zip(snapshot.iter())) {
+            *di += weight * prediction_value(now.wrapping_sub(then));
+        }
+    }
     let mut sums = DirectionSums::new(loss);
-    for (i, (&y, &p)) in targets.iter().zip(predictions).enumerate() {
-        let d: f64 = z[i * k..(i + 1) * k].iter().zip(t).map(|(a, b)| a * b).sum();
-        sums.add(y, prediction_value(p), d);
+    for ((&y, &p), &di) in targets.iter().zip(predictions).zip(&d) {
+        sums.add(y, prediction_value(p), di);
     }
     sums.0
+}
+
+/// Every how many shards the Hessian is taken: enough rows to estimate a D x D matrix
+/// well (64 D^2, at least 65,536), all of them for small data.
+pub fn hessian_stride(rows: u64, dims: usize) -> usize {
+    let wanted = (64 * dims * dims).max(65_536) as u64;
+    (rows / wanted).max(1) as usize
 }
 
 /// Solves `H t = -g` for the packed upper-triangular `H` by Cholesky, dropping (t = 0)

@@ -62,7 +62,7 @@ impl LocalExecutor<'_> {
     fn per_shard(
         &self,
         blocks: bool,
-        kernel: impl Fn(&[&Cell], &[&[i64]], &[f64], &[i64], Loss) -> Vec<f64> + Sync,
+        kernel: impl Fn(usize, &[&Cell], &[&[i64]], &[f64], &[i64], Loss) -> Vec<f64> + Sync,
     ) -> Result<ExactSums, EngineError> {
         let (grid, loss, predictions) = (self.grid, self.loss, &self.predictions);
         Ok(self.pool.install(|| {
@@ -72,7 +72,7 @@ impl LocalExecutor<'_> {
                     let cells: Vec<&Cell> =
                         if blocks { grid.cells.iter().map(|b| &b[shard]).collect() } else { Vec::new() };
                     let snapshots: Vec<&[i64]> = self.snapshots.iter().map(|s| s[shard].as_slice()).collect();
-                    kernels::exact(&kernel(&cells, &snapshots, &grid.targets[shard], &predictions[shard], loss))
+                    kernels::exact(&kernel(shard, &cells, &snapshots, &grid.targets[shard], &predictions[shard], loss))
                 })
                 .reduce_with(|mut a, b| {
                     a.add(&b);
@@ -146,12 +146,15 @@ impl Executor for LocalExecutor<'_> {
         Ok(())
     }
 
-    fn coarse_statistics(&mut self, blocks: bool) -> Result<ExactSums, EngineError> {
-        self.per_shard(blocks, coarse::shard_coarse_statistics)
+    fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, EngineError> {
+        self.per_shard(blocks, |shard, cells, snapshots, targets, predictions, loss| {
+            let hessian = shard % hessian_stride.max(1) == 0;
+            coarse::shard_coarse_statistics(cells, snapshots, targets, predictions, loss, hessian)
+        })
     }
 
     fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums, EngineError> {
-        self.per_shard(blocks, |cells, snapshots, targets, predictions, loss| {
+        self.per_shard(blocks, |_, cells, snapshots, targets, predictions, loss| {
             coarse::shard_coarse_direction_sums(cells, snapshots, t, targets, predictions, loss)
         })
     }

@@ -33,8 +33,8 @@ pub trait Executor {
     /// Keeps the current predictions as the newest snapshot, and at most `keep` in all.
     fn snapshot(&mut self, keep: usize) -> Result<(), Self::Error>;
     /// Exact [`coarse::shard_coarse_statistics`] over all shards, with all snapshots and,
-    /// if `blocks`, every block's cells.
-    fn coarse_statistics(&mut self, blocks: bool) -> Result<ExactSums, Self::Error>;
+    /// if `blocks`, every block's cells; the Hessian on every `hessian_stride`-th shard.
+    fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, Self::Error>;
     /// Exact [`coarse::shard_coarse_direction_sums`], likewise.
     fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums, Self::Error>;
 }
@@ -51,6 +51,9 @@ pub struct ScdConfig {
     pub seed: u64,
     /// Which [`coarse`] correction ends each epoch.
     pub coarse: CoarseMode,
+    /// The coarse correction's Hessian is taken on every this-many-th shard
+    /// ([`coarse::hessian_stride`]).
+    pub hessian_stride: usize,
 }
 
 /// The subspace of the epoch-ending [`coarse`] correction.
@@ -62,6 +65,16 @@ pub enum CoarseMode {
     History,
     /// Whole-block shifts and the last epochs' moves.
     BlocksAndHistory,
+}
+
+impl ScdConfig {
+    /// Picks the coarse correction for a grid of `blocks` blocks and `rows` rows.
+    pub fn fitted_to(mut self, blocks: usize, rows: u64) -> Self {
+        self.coarse = CoarseMode::for_grid(blocks);
+        let dims = if self.coarse == CoarseMode::BlocksAndHistory { blocks } else { 0 } + coarse::HISTORY;
+        self.hessian_stride = coarse::hessian_stride(rows, dims);
+        self
+    }
 }
 
 impl CoarseMode {
@@ -89,6 +102,7 @@ impl ScdConfig {
             tolerance,
             seed,
             coarse: CoarseMode::BlocksAndHistory,
+            hessian_stride: 1,
         })
     }
 }
@@ -270,9 +284,10 @@ impl Scd {
                 at += 1;
             }
         }
-        let sums = exec.coarse_statistics(blocks)?.values();
+        let sums = exec.coarse_statistics(blocks, self.config.hessian_stride)?.values();
+        let (rows, sampled) = (sums[sums.len() - 2], sums[sums.len() - 1]);
         gradient.iter_mut().zip(&sums[..dims]).for_each(|(g, s)| *g += s);
-        gram.iter_mut().zip(&sums[dims..]).for_each(|(h, s)| *h += s);
+        gram.iter_mut().zip(&sums[dims..]).for_each(|(h, s)| *h += s * rows / sampled.max(1.0));
         let Some(t) = coarse::newton_direction(&gradient, &gram) else { return Ok(report) };
         let mut delta: Vec<f64> = vec![0.0; flat.len()];
         if blocks {

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use linea_engine::Loss;
-use linea_engine::scd::{CoarseMode, Scd, ScdConfig};
+use linea_engine::scd::{Scd, ScdConfig};
 use linea_worker::gridload::{self, LoadedGrid};
 use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::prepare::{self, PrepareOptions};
@@ -38,7 +38,7 @@ pub fn prepare(input: &str, spec: FeatureSpec, rows_per_shard: usize, loss: Loss
 
 pub fn config(loaded: &LoadedGrid, loss: Loss, l2: f64, tolerance: f64) -> ScdConfig {
     let mut config = ScdConfig::new(loss, l2, 0.0, 1000, tolerance, 0).unwrap();
-    config.coarse = CoarseMode::for_grid(loaded.grid.shapes.len());
+    config = config.fitted_to(loaded.grid.shapes.len(), loaded.grid.rows() as u64);
     config
 }
 
