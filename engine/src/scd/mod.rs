@@ -67,16 +67,6 @@ pub enum CoarseMode {
     BlocksAndHistory,
 }
 
-impl ScdConfig {
-    /// Picks the coarse correction for a grid of `blocks` blocks and `rows` rows.
-    pub fn fitted_to(mut self, blocks: usize, rows: u64) -> Self {
-        self.coarse = CoarseMode::for_grid(blocks);
-        let dims = if self.coarse == CoarseMode::BlocksAndHistory { blocks } else { 0 } + coarse::HISTORY;
-        self.hessian_stride = coarse::hessian_stride(rows, dims);
-        self
-    }
-}
-
 impl CoarseMode {
     /// Block shifts cost O(rows * K^2) per epoch. Measured on the shared datasets, they
     /// pay for themselves up to about a hundred blocks (protein's 78 dense blocks: 6 epochs
@@ -105,6 +95,14 @@ impl ScdConfig {
             hessian_stride: 1,
         })
     }
+
+    /// Picks the coarse correction for a grid of `blocks` blocks and `rows` rows.
+    pub fn fitted_to(mut self, blocks: usize, rows: u64) -> Self {
+        self.coarse = CoarseMode::for_grid(blocks);
+        let dims = if self.coarse == CoarseMode::BlocksAndHistory { blocks } else { 0 } + coarse::HISTORY;
+        self.hessian_stride = coarse::hessian_stride(rows, dims);
+        self
+    }
 }
 
 /// What an iteration updated.
@@ -112,7 +110,7 @@ impl ScdConfig {
 pub enum Update {
     /// One block's coordinates.
     Block(usize),
-    /// Every block shifted by its own constant (the epoch's [`coarse`] correction).
+    /// The epoch's [`coarse`] correction: block shifts and recent epochs' moves.
     Coarse,
 }
 
