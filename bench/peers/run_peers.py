@@ -14,7 +14,7 @@ returned (linea: from its trace, see below). Repeats are interleaved A B A B.
 
 Output: one JSON object per line in --out: kind=run (one per run), kind=summary (per tool
 config: time to reach the reference within 1e-3 / 1e-4 / 1e-6 relative, or "never reached").
-Time-to-reach is the time of the FIRST ladder rung whose final objective is within the
+Time-to-reach is the median time of the fastest ladder rung whose runs all ended within the
 threshold (an upper bound of the true time-to-reach for ladder tools; for linea the trace
 gives the per-epoch time directly).
 """
@@ -74,6 +74,11 @@ TOOLS = {
                            note="Vowpal Wabbit default online learner; per-example l2 -> NOT the same objective"),
     "linea":          dict(kind="linea", ladder=[None], threads=[1, "all"], losses=("logistic", "squared"),
                            l1_ok=True, note="linea SCD, one long run per repeat; time-to-reach from its trace"),
+}
+NOT_COMPARABLE = {
+    "vw-sgd": "online learner with per-example l2 shrinkage: a different objective, not comparable at 1e-6",
+    "spark": "Spark zeroes the coefficient of constant columns when fitIntercept=False, so the "
+             "regularised bias is forced to 0: a different optimum (4.6e-5 above the reference on a9a)",
 }
 DEFAULT_TOOLS = ["liblinear", "liblinear-dual", "sklearn-lbfgs", "sklearn-newton-cholesky",
                  "sklearn-ridge-cg", "sklearn-ridge-cholesky", "snapml", "vw-bfgs", "vw-sgd",
@@ -427,6 +432,10 @@ def run_cli_tool(tool, budget, args, ctx, tag):
         cmd = [sys.executable, "-m", "vowpalwabbit", "-d", f, *algo, "--passes", str(budget), "-c",
                "--cache_file", cache, "-k", "--holdout_off", "--loss_function", vwloss, "--noconstant",
                "--l2", repr(reg), "-b", str(bits), "-f", model, "--predict_only_model", "--quiet"]
+        if loss == "squared":
+            # VW clips squared-loss predictions to the label range it has seen (e.g. [1, 5]),
+            # which changes the objective; open the range.
+            cmd += ["--min_prediction", "-1e30", "--max_prediction", "1e30"]
         if budget == 1:
             cmd = [c for c in cmd if c not in ("-c", "-k", "--holdout_off")]
             i = cmd.index("--cache_file")
@@ -641,6 +650,11 @@ def one_run(tool, budget, thr, rep, args, ctx):
                 rec["rel_error"] = (last - ctx["ref"]) / ctx["ref"]
             return rec
     rec.update(evaluate(w, ctx, args))
+    if tool in NOT_COMPARABLE:
+        rec["objective_comparable"] = False
+        rec["comparability_note"] = NOT_COMPARABLE[tool]
+    if rec.get("jvm_peak_rss_kb"):
+        rec["peak_rss_kb_incl_jvm"] = (rec.get("peak_rss_kb") or 0) + rec["jvm_peak_rss_kb"]
     return rec
 
 
@@ -659,12 +673,12 @@ def short(rec):
     for s, m in rec.get("test", {}).items():
         auc = f" {s}:auc={m['auc']:.5f}" if "auc" in m else f" {s}:rmse={m['rmse']:.5f}"
     return (f"{rec['tool']:24s} t={rec['threads']} budget={rec['budget']!s:8s} rep={rec['repeat']} "
-            f"time={t:8.3f}s wall={rec.get('wall_seconds', 0):7.2f}s rss={(rec.get('peak_rss_kb') or 0) / 1024:7.1f}MiB "
+            f"time={t:8.3f}s wall={rec.get('wall_seconds', 0):7.2f}s rss={(rec.get('peak_rss_kb_incl_jvm') or rec.get('peak_rss_kb') or 0) / 1024:7.1f}MiB "
             f"obj={rec.get('objective', float('nan')):.10f} rel={re_ if re_ is None else f'{re_:.2e}'}{auc}")
 
 
 def summarise(records, tool, thr, ref):
-    """Time to reach each threshold: first rung (ladder order) whose objective is within it."""
+    """Time to reach each threshold: the fastest rung whose runs all ended within it (see README)."""
     out = {"kind": "summary", "tool": tool, "threads": thr, "reference": ref, "reached": {}}
     if tool == "linea":
         for th in THRESHOLDS:
@@ -679,14 +693,18 @@ def summarise(records, tool, thr, ref):
     for r in records:
         by_budget.setdefault(json.dumps(r["budget"]), []).append(r)
     for th in THRESHOLDS:
+        # rungs whose every repeat is within th; the fastest of them (by median time) — a
+        # run that reached a tighter threshold also reached this one, so timing noise cannot
+        # make a looser threshold look slower than a tighter one.
         res = "never reached"
         for b, rs in by_budget.items():
             ok = [r for r in rs if r.get("rel_error") is not None and r["rel_error"] <= th]
             if ok and len(ok) == len(rs):
-                res = {"budget": json.loads(b),
-                       **_pack([r.get("fit_seconds", r.get("wall_seconds")) for r in rs]),
-                       "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in rs)}
-                break
+                cand = {"budget": json.loads(b),
+                        **_pack([r.get("fit_seconds", r.get("wall_seconds")) for r in rs]),
+                        "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in rs)}
+                if res == "never reached" or cand["seconds_median"] < res["seconds_median"]:
+                    res = cand
         out["reached"][f"{th:g}"] = res
     best = [r["rel_error"] for r in records if r.get("rel_error") is not None]
     out["best_rel_error"] = min(best) if best else None
@@ -799,7 +817,9 @@ def main():
                 if tm > args.max_seconds:
                     break
                 obj = rec.get("objective")
-                if prev is not None and obj is not None and abs(prev - obj) <= 1e-10 * abs(obj):
+                # stop when the objective no longer moves, or got worse twice in a row
+                # (an online learner with per-example shrinkage drifts away from the optimum)
+                if prev is not None and obj is not None and (abs(prev - obj) <= 1e-10 * abs(obj) or obj > prev):
                     plateau += 1
                     if plateau >= 2:
                         break
@@ -809,11 +829,14 @@ def main():
             if rep == 1:
                 ladders[(tool, t)] = ran
     print("# summary: time to reach reference within rel. 1e-3 / 1e-4 / 1e-6 "
-          "(median over repeats; first ladder rung that reached it)")
+          "(median over repeats of the fastest ladder rung whose runs all reached it)")
     for (tool, t), recs in results.items():
         good = [r for r in recs if "error" not in r and "skipped" not in r]
         s = summarise(good, tool, nthreads(t), ref)
         s.update(dataset=args.dataset, loss=args.loss, l2=args.l2, l1=args.l1, note=TOOLS[tool]["note"])
+        if tool in NOT_COMPARABLE:
+            s["objective_comparable"] = False
+            s["comparability_note"] = NOT_COMPARABLE[tool]
         emit(s, args)
         cells = []
         for th in THRESHOLDS:
@@ -821,7 +844,8 @@ def main():
             cells.append(v if isinstance(v, str) else f"{v['seconds_median']:.3f}s")
         be = s.get("best_rel_error")
         print(f"{tool:24s} threads={nthreads(t)}  " + " | ".join(f"{c:>13s}" for c in cells)
-              + (f"   best rel err {be:.1e}" if be is not None else ""), flush=True)
+              + (f"   best rel err {be:.1e}" if be is not None else "")
+              + ("   (different objective)" if tool in NOT_COMPARABLE else ""), flush=True)
 
 
 if __name__ == "__main__":
