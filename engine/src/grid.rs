@@ -42,7 +42,7 @@ impl Cell {
 
     /// Builds a cell from (row, block feature, value) triples in any order.
     pub fn from_triples(mut triples: Vec<(u32, u32, f64)>) -> Cell {
-        triples.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        triples.sort_by_key(|t| (t.0, t.1));
         let mut feature_ids: Vec<u32> = triples.iter().map(|t| t.1).collect();
         feature_ids.sort_unstable();
         feature_ids.dedup();

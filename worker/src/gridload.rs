@@ -83,10 +83,10 @@ fn check_cell(cell: &Cell, features: usize, rows: usize) -> Result<(), EngineErr
     if cell.rows.last().is_some_and(|&r| r as usize >= rows) {
         return bad("row");
     }
-    if let linea_engine::CellValues::Real(v) = &cell.values {
-        if v.iter().any(|x| !x.is_finite()) {
-            return Err(EngineError::Corrupt("non-finite value".into()));
-        }
+    if let linea_engine::CellValues::Real(v) = &cell.values
+        && v.iter().any(|x| !x.is_finite())
+    {
+        return Err(EngineError::Corrupt("non-finite value".into()));
     }
     Ok(())
 }

@@ -99,7 +99,7 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
         if labels.labels.len() == options.rows_per_shard {
             finish_shard(storage, &mut variables, &mut shards, &mut labels)?;
         }
-        if rows % 4096 == 0 {
+        if rows.is_multiple_of(4096) {
             bar.set(rows);
         }
     }

@@ -22,10 +22,11 @@ fn movielens_objective_falls_every_iteration_with_line_searched_genres() {
     while !scd.finished() {
         scd.run_epoch(&mut exec, |scd, report, exec| {
             objectives.push(scd.objective(exec)?);
-            if let Update::Block(b) = report.update {
-                if impure.contains(&b) && report.step > 0.0 {
-                    genre_steps.push(report.step);
-                }
+            if let Update::Block(b) = report.update
+                && impure.contains(&b)
+                && report.step > 0.0
+            {
+                genre_steps.push(report.step);
             }
             Ok(())
         })

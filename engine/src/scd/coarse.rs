@@ -92,8 +92,8 @@ pub fn shard_coarse_statistics(
             let mut at = 0;
             for a in 0..dims {
                 let scaled = d.second * zi[a];
-                for b in a..dims {
-                    upper[at] += scaled * zi[b];
+                for &zb in &zi[a..] {
+                    upper[at] += scaled * zb;
                     at += 1;
                 }
             }

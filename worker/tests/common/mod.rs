@@ -5,7 +5,7 @@
 use linea_engine::Loss;
 use linea_engine::scd::{Scd, ScdConfig};
 use linea_worker::gridload::{self, LoadedGrid};
-use linea_worker::input::{FeatureSpec, Format, NumericMode};
+use linea_worker::input::{FeatureSpec, Format};
 use linea_worker::prepare::{self, PrepareOptions};
 use linea_worker::progress::Progress;
 use linea_worker::storage::LocalStorage;
