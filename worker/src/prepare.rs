@@ -43,11 +43,16 @@ struct Variable {
 
 impl Variable {
     fn add(&mut self, key: &str, value: f64, row: u64, row_in_shard: u32) {
-        let next = self.dictionary.len() as u32;
-        let id = *self.keys.entry(key.into()).or_insert(next);
-        if id == next {
-            self.dictionary.push(DictionaryEntry { key: key.to_string(), nnz: 0, max_abs: 0.0 });
-        }
+        // Look up before inserting: most keys are known, and an owned key costs an allocation.
+        let id = match self.keys.get(key) {
+            Some(&id) => id,
+            None => {
+                let id = self.dictionary.len() as u32;
+                self.keys.insert(key.into(), id);
+                self.dictionary.push(DictionaryEntry { key: key.to_string(), nnz: 0, max_abs: 0.0 });
+                id
+            }
+        };
         let entry = &mut self.dictionary[id as usize];
         entry.nnz += 1;
         entry.max_abs = entry.max_abs.max(value.abs());
