@@ -13,6 +13,11 @@ pub enum LineaError {
     Data { file: String, message: String },
     #[error("{object}: {source}")]
     Engine { object: String, source: EngineError },
+    /// A storage request that failed for good (after retries): the object and the last cause.
+    #[error("{object}: {cause}")]
+    Storage { object: String, cause: String },
+    #[error("{object}: no such object")]
+    NotFound { object: String },
     #[error("{0}")]
     Usage(String),
     #[error("training failed: {0}")]
@@ -36,8 +41,12 @@ impl LineaError {
     /// Process exit code: 2 for bad input or usage, 1 for everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
-            LineaError::Input { .. } | LineaError::Data { .. } | LineaError::Usage(_) | LineaError::Engine { .. } => 2,
-            LineaError::Io { .. } | LineaError::Training(_) => 1,
+            LineaError::Input { .. }
+            | LineaError::Data { .. }
+            | LineaError::Usage(_)
+            | LineaError::Engine { .. }
+            | LineaError::NotFound { .. } => 2,
+            LineaError::Io { .. } | LineaError::Storage { .. } | LineaError::Training(_) => 1,
         }
     }
 }

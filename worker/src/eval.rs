@@ -20,9 +20,10 @@ pub struct Evaluation {
     pub metrics: Metrics,
 }
 
-pub fn read_model(path: &str) -> Result<Model> {
-    let bytes = std::fs::read(path).map_err(LineaError::io(path))?;
-    Model::parse(&bytes, path)
+/// Reads a model from a local path or an `s3://` location.
+pub fn read_model(location: &str) -> Result<Model> {
+    let bytes = storage::read_file(location)?;
+    Model::parse(&bytes, location)
 }
 
 /// The model's regularization penalty, summed exactly so the order of a hash map can't
@@ -38,14 +39,18 @@ fn penalty(model: &Model) -> f64 {
     from_fixed128(exact)
 }
 
-/// Whether `data` is a prepared grid (a folder with a manifest) rather than a raw file.
-pub fn is_grid(data: &str) -> bool {
-    std::path::Path::new(data.strip_prefix("file://").unwrap_or(data)).join(crate::manifest::MANIFEST).is_file()
+/// Whether `data` is a prepared grid (a folder or `s3://` prefix with a manifest) rather
+/// than a raw file. Raw files are read locally; on S3 only grids can be evaluated.
+pub fn is_grid(data: &str) -> Result<bool> {
+    if data.starts_with("s3://") {
+        return Ok(true);
+    }
+    storage::open(data)?.exists(crate::manifest::MANIFEST)
 }
 
 pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Evaluation> {
     let loss = model.header.loss;
-    let (targets, predictions, loss_sum) = if is_grid(data) {
+    let (targets, predictions, loss_sum) = if is_grid(data)? {
         let storage = storage::open(data)?;
         let loaded = gridload::load(storage.as_ref(), loss)?;
         let theta: Vec<Vec<f64>> = loaded

@@ -75,6 +75,10 @@ impl Manifest {
                 path.display().to_string(),
                 "no grid here (manifest missing): run `linea prepare` first, or it did not finish",
             ),
+            LineaError::NotFound { object } => LineaError::data(
+                object,
+                "no grid here (manifest missing): run `linea prepare` first, or it did not finish",
+            ),
             other => other,
         })?;
         let manifest: Manifest = serde_json::from_slice(&bytes)

@@ -161,11 +161,8 @@ fn render_model(header: &ModelHeader, loaded: &LoadedGrid, theta: &[Vec<f64>]) -
     Model::render(header, entries)
 }
 
-/// Writes an output file atomically (a reader never sees half a model).
-pub fn write_file(path: &str, bytes: &[u8]) -> Result<()> {
-    let path = std::path::Path::new(path);
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(LineaError::io(parent))?;
-    }
-    storage::write_atomically(path, bytes)
+/// Writes an output file (model, trace, plot, scores) atomically to a local path or an
+/// `s3://` location: a reader never sees half a model.
+pub fn write_file(location: &str, bytes: &[u8]) -> Result<()> {
+    storage::write_file(location, bytes)
 }

@@ -1,12 +1,24 @@
-//! Where grids, checkpoints and models live. One interface; the local-folder backend is
-//! the embedded default.
+//! Where grids, checkpoints and models live: one interface, two backends — a local folder
+//! ([`LocalStorage`]) and an S3-compatible object store ([`S3Storage`], `s3://bucket/prefix`).
+//! [`open`] picks the backend from the location, so every command that takes a folder
+//! takes an `s3://` location too.
 //!
-//! Writes are atomic: bytes go to a temporary name and are renamed into place, so a reader
-//! never sees half an object, and a grid's manifest is written last so that a grid is
-//! either complete or not there.
+//! Writes are atomic in both: a local object goes to a temporary name and is renamed into
+//! place; an S3 object appears whole when its PUT (or multipart completion) succeeds. A
+//! grid's manifest is written last, so a grid is either complete or not there. Reads are
+//! checked: grid objects against the CRC-32C in the manifest, S3 objects also against the
+//! CRC-32C the store keeps with them.
+
+mod local;
+mod retry;
+mod s3;
+
+pub use aws_sdk_s3::config::Credentials;
+pub use local::{LocalStorage, write_atomically};
+pub use retry::RetryPolicy;
+pub use s3::{S3Options, S3Stats, S3Storage};
 
 use crate::error::{LineaError, Result};
-use std::path::{Path, PathBuf};
 
 pub trait Storage: Send + Sync {
     /// Reads a whole object.
@@ -15,64 +27,61 @@ pub trait Storage: Send + Sync {
     fn write(&self, key: &str, bytes: &[u8]) -> Result<()>;
     /// Removes an object if present.
     fn remove(&self, key: &str) -> Result<()>;
+    /// Whether an object is there (a grid is a folder whose manifest exists).
+    fn exists(&self, key: &str) -> Result<bool>;
     /// Human-readable location of an object, for messages.
     fn describe(&self, key: &str) -> String;
 }
 
-/// A folder on the local file system.
-pub struct LocalStorage {
-    root: PathBuf,
-}
-
-impl LocalStorage {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
-    }
-
-    fn path(&self, key: &str) -> PathBuf {
-        self.root.join(key)
-    }
-}
-
-impl Storage for LocalStorage {
-    fn read(&self, key: &str) -> Result<Vec<u8>> {
-        let path = self.path(key);
-        std::fs::read(&path).map_err(LineaError::io(path))
-    }
-
-    fn write(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.path(key);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(LineaError::io(parent))?;
-        }
-        write_atomically(&path, bytes)
-    }
-
-    fn remove(&self, key: &str) -> Result<()> {
-        let path = self.path(key);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(LineaError::io(path)(e)),
-            _ => Ok(()),
-        }
-    }
-
-    fn describe(&self, key: &str) -> String {
-        self.path(key).display().to_string()
-    }
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    std::fs::write(&temporary, bytes).map_err(LineaError::io(&temporary))?;
-    std::fs::rename(&temporary, path).map_err(LineaError::io(path))
-}
-
-/// Opens the storage a location names. Only local folders exist so far.
+/// Opens the storage a location names: `s3://bucket/prefix`, `file://path` or a path.
 pub fn open(location: &str) -> Result<Box<dyn Storage>> {
     if location.starts_with("s3://") {
-        return Err(LineaError::Usage(format!("{location}: S3 storage is not available in this build yet")));
+        return Ok(Box::new(S3Storage::open(location, S3Options::from_env()?)?));
     }
     Ok(Box::new(LocalStorage::new(location.strip_prefix("file://").unwrap_or(location))))
+}
+
+/// Splits the location of a single file (a model, a plot) into the storage of its folder
+/// and its key there, so files go through the same backends as grids.
+pub fn open_file(location: &str) -> Result<(Box<dyn Storage>, String)> {
+    let not_a_file = || LineaError::Usage(format!("{location}: not a file location (it names a folder or a bucket)"));
+    if let Some(rest) = location.strip_prefix("s3://") {
+        let (folder, name) = rest.rsplit_once('/').ok_or_else(not_a_file)?;
+        if name.is_empty() {
+            return Err(not_a_file());
+        }
+        return Ok((open(&format!("s3://{folder}"))?, name.to_string()));
+    }
+    let path = std::path::Path::new(location.strip_prefix("file://").unwrap_or(location));
+    let name = path.file_name().filter(|_| !location.ends_with('/')).ok_or_else(not_a_file)?;
+    let folder = path.parent().unwrap_or(std::path::Path::new(""));
+    Ok((Box::new(LocalStorage::new(folder)), name.to_string_lossy().into_owned()))
+}
+
+/// Reads a single file from any storage.
+pub fn read_file(location: &str) -> Result<Vec<u8>> {
+    let (storage, key) = open_file(location)?;
+    storage.read(&key)
+}
+
+/// Writes a single file atomically to any storage (a reader never sees half a model).
+pub fn write_file(location: &str, bytes: &[u8]) -> Result<()> {
+    let (storage, key) = open_file(location)?;
+    storage.write(&key, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_location_splits_into_folder_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sub/model.txt");
+        write_file(&file.to_string_lossy(), b"weights").unwrap();
+        assert_eq!(read_file(&file.to_string_lossy()).unwrap(), b"weights");
+        assert!(matches!(open_file("s3://bucket"), Err(LineaError::Usage(_))));
+        assert!(matches!(open_file("s3://bucket/"), Err(LineaError::Usage(_))));
+        assert!(matches!(open_file("models/"), Err(LineaError::Usage(_))));
+    }
 }
