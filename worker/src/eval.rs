@@ -70,6 +70,13 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
         let mut predictions = Vec::new();
         let file = data.to_string();
         score_raw(model, data, format, |label, line, margin| {
+            if label.is_nan() {
+                return Err(LineaError::input(
+                    &file,
+                    line,
+                    "missing label (eval needs labelled examples; use predict)",
+                ));
+            }
             targets.push(loss.target(label).map_err(|e| LineaError::input(&file, line, e.to_string()))?);
             predictions.push(margin);
             Ok(())

@@ -98,6 +98,13 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
             }
             variables[v as usize].add(key, value, rows, row_in_shard);
         }
+        if example.label.is_nan() {
+            return Err(LineaError::input(
+                &options.input,
+                example.line,
+                "missing label (training needs labelled examples)",
+            ));
+        }
         labels.labels.push(example.label);
         labels.lines.push(example.line);
         rows += 1;

@@ -174,6 +174,7 @@ fn bad_input_is_refused_with_file_and_line() {
         ("label.csv", "y,a\n1,2\nyes,3\n", "csv", ":3: label \"yes\" is not a number (use --positive VALUE"),
         ("short.tsv", &format!("0{}\n", "\t1".repeat(10)), "criteo", ":1: 11 fields, expected 40"),
         ("empty.libsvm", "\n\n", "libsvm", "no examples"),
+        ("unlabelled.vw", "1 |a x\n|a y\n", "vw", ":2: missing label (training needs labelled examples)"),
     ];
     for (name, text, format, expected) in cases {
         let file = write(dir.path(), name, text);
@@ -221,4 +222,25 @@ fn a_failed_prepare_leaves_no_grid_that_looks_valid() {
     refused(&["prepare", "--input", &bad, "--format", "libsvm", "--output", &grid, "--rows-per-shard", "1000"]);
     let err = refused(&["train", "--data", &grid, "--model", &path(dir.path(), "m")]);
     assert!(err.contains("no grid here"), "{err}");
+}
+
+#[test]
+fn predict_scores_unlabelled_vw_examples_that_eval_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (grid, model, scores) = (path(dir.path(), "grid"), path(dir.path(), "model"), path(dir.path(), "scores"));
+    ok(&["prepare", "--input", &data("rcv1-small/rcv1_small.vw"), "--format", "vw", "--output", &grid]);
+    ok(&["train", "--data", &grid, "--model", &model]);
+    // The first three examples without their labels.
+    let text = std::fs::read_to_string(data("rcv1-small/rcv1_small.vw")).unwrap();
+    let unlabelled: String = text.lines().take(3).map(|l| format!("{}\n", &l[l.find('|').unwrap()..])).collect();
+    let input = write(dir.path(), "new.vw", &unlabelled);
+    ok(&["predict", "--model", &model, "--input", &input, "--output", &scores]);
+    let labelled = write(dir.path(), "old.vw", &text.lines().take(3).map(|l| format!("{l}\n")).collect::<String>());
+    let with_labels = path(dir.path(), "scores-labelled");
+    ok(&["predict", "--model", &model, "--input", &labelled, "--output", &with_labels]);
+    let scores = std::fs::read_to_string(&scores).unwrap();
+    assert_eq!(scores.lines().count(), 3);
+    assert_eq!(scores, std::fs::read_to_string(&with_labels).unwrap(), "a label must not change a score");
+    let err = refused(&["eval", "--model", &model, "--data", &input]);
+    assert!(err.contains("new.vw:1: missing label"), "{err}");
 }

@@ -65,6 +65,7 @@ impl FeatureSpec {
 /// One example as read: label, source line and features as (variable, key, value).
 #[derive(Debug, Default)]
 pub struct RawExample {
+    /// NaN for an unlabelled example (VW only).
     pub label: f64,
     /// 1-based line (row, for Parquet) in the input file.
     pub line: u64,

@@ -54,8 +54,12 @@ impl VwReader {
         let mut segments = text.split('|');
         let header = segments.next().unwrap_or_default();
         let mut head = header.split_ascii_whitespace().filter(|t| !t.starts_with('\''));
-        let Some(label) = head.next() else { return Err(self.lines.error("missing label")) };
-        example.label = parse_label(label, None, &self.lines)?;
+        // VW allows unlabelled examples (`|ns f ...`), which `predict` scores; their label is
+        // NaN, and `prepare` and `eval`, which need labels, refuse them.
+        example.label = match head.next() {
+            Some(label) => parse_label(label, None, &self.lines)?,
+            None => f64::NAN,
+        };
         example.line = self.lines.line;
         if let Some(weight) = head.next() {
             let w = self.lines.number(weight, "importance weight")?;
