@@ -49,6 +49,12 @@ pub fn load(storage: &dyn Storage, loss: Loss) -> Result<LoadedGrid> {
         .par_iter()
         .map(|b| codec::decode_dictionary(&b.dictionary.read(storage)?).map_err(engine_error(storage, &b.dictionary)))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(block) = manifest.blocks.iter().find(|b| b.cells.len() != manifest.shards.len()) {
+        return Err(LineaError::data(
+            storage.describe(crate::manifest::MANIFEST),
+            format!("block {} lists {} cells for {} row shards", block.name, block.cells.len(), manifest.shards.len()),
+        ));
+    }
     let cells = manifest
         .blocks
         .par_iter()

@@ -223,6 +223,12 @@ fn write_variable(
         }]);
     }
     // Set-valued: gather each feature's rows, split, and rewrite the cells per block.
+    if rows > u32::MAX as u64 {
+        return Err(LineaError::Usage(format!(
+            "variable {} is set-valued and the input has {rows} rows; splitting it supports up to 2^32 rows",
+            variable.name
+        )));
+    }
     let decoded: Vec<Cell> = variable
         .cells
         .iter()
