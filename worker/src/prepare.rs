@@ -122,13 +122,14 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
     if rows == 0 {
         return Err(LineaError::data(&options.input, "no examples: the input has no data lines"));
     }
-    let split_bar = progress.counter("writing blocks", "variables");
+    let split_bar = progress.counter("writing blocks of", "variables");
+    let variable_count = variables.len() as u64;
     let mut blocks = vec![bias_block(storage, &shards)?];
     for (i, variable) in variables.into_iter().enumerate() {
         blocks.extend(write_variable(storage, variable, &options.spec, rows, options.rows_per_shard, blocks.len())?);
         split_bar.set(i as u64 + 1);
     }
-    split_bar.finish(blocks.len() as u64);
+    split_bar.finish(variable_count);
     let manifest = Manifest {
         format: GRID_FORMAT.to_string(),
         spec: options.spec.clone(),
@@ -204,6 +205,9 @@ fn write_variable(
     first: usize,
 ) -> Result<Vec<BlockEntry>> {
     let object = |key: &str| storage.describe(key);
+    if variable.dictionary.is_empty() {
+        return Ok(Vec::new()); // a label or ignored column, or a column that was always missing
+    }
     if !variable.set_valued {
         let cells = variable
             .cells
