@@ -66,8 +66,8 @@ enum Command {
         l1: f64,
         #[arg(long, default_value_t = 100)]
         epochs: u32,
-        /// Stop when an epoch lowers the objective by less than this fraction.
-        #[arg(long, default_value_t = 1e-8)]
+        /// Stop when 3 epochs together lower the objective by less than this fraction of it.
+        #[arg(long, default_value_t = 1e-9)]
         tolerance: f64,
         /// Worker threads (default: all cores). The model does not depend on it.
         #[arg(long)]

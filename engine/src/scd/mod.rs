@@ -19,6 +19,9 @@ use crate::loss::Loss;
 use crate::objective::Regularization;
 use serde::{Deserialize, Serialize};
 
+/// Epochs over which [`Scd::finished`] measures progress.
+pub const STALL_EPOCHS: usize = 3;
+
 /// The data-parallel half of an iteration. Each method covers every row shard.
 pub trait Executor {
     type Error: From<EngineError>;
@@ -371,14 +374,18 @@ impl Scd {
         Ok(objective)
     }
 
-    /// Whether the last epoch's relative decrease fell to the tolerance, or epochs ran out.
+    /// Whether the objective fell by less than the tolerance (relative) over the last
+    /// [`STALL_EPOCHS`] epochs, or epochs ran out. One slow epoch is not enough: with the
+    /// coarse correction, progress comes in steps, and a single flat epoch often precedes
+    /// a large drop.
     pub fn finished(&self) -> bool {
         if self.state.epoch >= self.config.max_epochs {
             return true;
         }
-        match self.state.objectives.as_slice() {
-            [.., before, after] => (before - after) <= self.config.tolerance * after.abs(),
-            _ => false,
+        let objectives = &self.state.objectives;
+        objectives.len() > STALL_EPOCHS && {
+            let (before, after) = (objectives[objectives.len() - 1 - STALL_EPOCHS], objectives[objectives.len() - 1]);
+            before - after <= self.config.tolerance * after.abs()
         }
     }
 }
