@@ -11,9 +11,10 @@ Featurisation per format (documented in README.md; the same rules must be used b
 anything whose objective is compared with these numbers):
   libsvm   column = feature id (1-based ids, column id-1); labels > 0 -> +1, else -1
   vw       one feature per "namespace^token" (value after ':' or 1); repeated tokens add up
-  criteo   13 integer columns I1..I13 -> categorical "I<j>^<bucket>" where bucket = v if v <= 2
-           else floor(ln(v)^2) (the Criteo-challenge winners' binning; empty -> no feature);
-           26 categorical columns -> "C<j>^<hash>" (empty -> no feature); all values 1
+  criteo   linea's own featurisation (docs/data-format.md, worker/src/input/mod.rs): 13 integer
+           columns I1..I13 -> one-hot "I<j>^<bucket>", bucket = floor(2 log2(1 + |v|)) written
+           with a leading "-" when v < 0 (v = 0 -> bucket "0", present); 26 categorical
+           columns -> "C<j>^<hash>"; empty -> no feature; all values 1
   tsv      dense, label first (higgs): column j = field j
   parquet  numeric columns dense as they are, string columns one-hot "<col>^<value>"
 """
@@ -27,6 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 
 DATA_ROOT = os.environ.get("LINEA_DATA", "/work/shared/data")
+# Scaled-up sets built by bench/run-benchmarks.sh with scale-criteo (see that script).
+SCALED_ROOT = os.environ.get("LINEA_BENCH_SCALED",
+                             os.path.join(os.environ.get("LINEA_CACHE", os.path.expanduser("~/.cache/linea")),
+                                          "bench", "scaled"))
 
 
 @dataclass
@@ -56,6 +61,14 @@ DATASETS = {
     "criteo-sample": Spec("criteo-sample", "criteo", _p("criteo-sample", "train.tsv"),
                           {"dev": _p("criteo-sample", "dev.tsv"), "test": _p("criteo-sample", "test.tsv")},
                           linea_format="criteo"),
+    # The Criteo sample scaled to 1,000,000 rows by scale-criteo (bench/src/bin/scale-criteo.rs):
+    # row i = sample row i mod 7200, categoricals re-hashed with (value, replica mod 16, column).
+    # dev/test = the sample's dev/test passed through scale-criteo with as many rows as they
+    # have (replica 0 hashing, so their categories match replicas 0, 16, 32, ... of train).
+    "criteo-1m": Spec("criteo-1m", "criteo", os.path.join(SCALED_ROOT, "criteo-1000000.tsv"),
+                      {"dev": os.path.join(SCALED_ROOT, "criteo-dev.tsv"),
+                       "test": os.path.join(SCALED_ROOT, "criteo-test.tsv")},
+                      linea_format="criteo"),
     "higgs-sample": Spec("higgs-sample", "tsv", _p("higgs-sample", "higgs.train.tsv"),
                          {"test": _p("higgs-sample", "higgs.test.tsv")}, linea_format="csv"),
     "adult": Spec("adult", "parquet", _p("adult", "adult.parquet"), label_col="income",
@@ -105,8 +118,16 @@ def _vw_rows(path):
             yield label, feats
 
 
+# Bumped whenever a featurisation changes: run_peers.py wipes scratch files written under another.
+FEATURISATION = "2 (criteo: linea's log2 buckets)"
+_LN_2 = math.log(2.0)
+
+
 def _criteo_bucket(v: int) -> str:
-    return str(v) if v <= 2 else str(int(math.floor(math.log(v) ** 2)))
+    """linea's `--numeric buckets`: sign(x) * floor(2 log2(1 + |x|)), computed exactly like
+    worker/src/input/mod.rs (2 * ln_1p(|x|) / LN_2, floored), key "-<b>" for x < 0."""
+    b = int(math.floor(2.0 * math.log1p(abs(float(v))) / _LN_2))
+    return f"-{b}" if v < 0 else str(b)
 
 
 def _criteo_rows(path):

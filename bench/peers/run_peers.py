@@ -61,6 +61,8 @@ TOOLS = {
     "snapml":         dict(kind="worker", ladder=[1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-9],
                            threads=[1, "all"], losses=("logistic", "squared"),
                            note="Snap ML LogisticRegression/LinearRegression dual SDCA, tol ladder"),
+    "snapml-epoch":   dict(kind="worker", ladder=[1], threads=[1, "all"], losses=("logistic", "squared"),
+                           note="Snap ML with max_iter=1: one epoch, for non-zeros per second per core only"),
     "spark":          dict(kind="worker", ladder=[1e-3, 1e-4, 1e-6, 1e-8, 1e-10], threads=[1, "all"],
                            losses=("logistic", "squared"), l1_ok=True,
                            note="Spark MLlib L-BFGS/OWL-QN, local[threads], tol ladder; fit time only"),
@@ -76,12 +78,13 @@ TOOLS = {
                            l1_ok=True, note="linea SCD, one long run per repeat; time-to-reach from its trace"),
 }
 NOT_COMPARABLE = {
+    "snapml-epoch": "one epoch only: a throughput measurement, not a run to the optimum",
     "vw-sgd": "online learner with per-example l2 shrinkage: a different objective, not comparable at 1e-6",
     "spark": "Spark zeroes the coefficient of constant columns when fitIntercept=False, so the "
              "regularised bias is forced to 0: a different optimum (4.6e-5 above the reference on a9a)",
 }
 DEFAULT_TOOLS = ["liblinear", "liblinear-dual", "sklearn-lbfgs", "sklearn-newton-cholesky",
-                 "sklearn-ridge-cg", "sklearn-ridge-cholesky", "snapml", "vw-bfgs", "vw-sgd",
+                 "sklearn-ridge-cg", "sklearn-ridge-cholesky", "snapml", "snapml-epoch", "vw-bfgs", "vw-sgd",
                  "liblinear-cli", "spark", "linea"]
 
 
@@ -96,6 +99,16 @@ def workdir_for(args):
                                         "bench-work")
     d = os.path.join(base, args.dataset)
     os.makedirs(d, exist_ok=True)
+    # scratch files (npz, text copies, linea's grid) depend on peerdata's featurisation:
+    # wipe them when it changed since they were written
+    import peerdata as pdt
+    stamp = os.path.join(d, "featurisation")
+    old = open(stamp).read().strip() if os.path.exists(stamp) else None
+    if old != pdt.FEATURISATION:
+        shutil.rmtree(d)
+        os.makedirs(d)
+        with open(stamp, "w") as f:
+            f.write(pdt.FEATURISATION + "\n")
     return d
 
 
@@ -210,7 +223,7 @@ def worker_main(cfg):
         extra["params"] = {k: v for k, v in kw.items()}
         extra["n_iter"] = np.ravel(getattr(m, "n_iter_", [None]))[0]
         extra["n_iter"] = None if extra["n_iter"] is None else int(extra["n_iter"])
-    elif tool == "snapml":
+    elif tool in ("snapml", "snapml-epoch"):
         if loss == "logistic":
             from snapml import LogisticRegression as M
             r = 2.0 * l2
@@ -218,6 +231,8 @@ def worker_main(cfg):
             from snapml import LinearRegression as M
             r = l2
         kw = dict(regularizer=r, fit_intercept=False, dual=True, tol=budget, max_iter=1000000, n_jobs=thr)
+        if tool == "snapml-epoch":      # exactly `budget` epochs (tol that never stops it early)
+            kw.update(tol=1e-300, max_iter=int(budget))
         m = M(**kw)
         t1 = time.perf_counter()
         m.fit(X, y)
@@ -758,7 +773,7 @@ def main():
     threads_wanted = [t if t == "all" else int(t) for t in args.threads.split(",")]
     header = {"kind": "header", "dataset": args.dataset, "loss": args.loss, "l2": args.l2, "l1": args.l1,
               "reference": ref, "n": ctx["train"].X.shape[0], "d_including_bias": ctx["train"].X.shape[1],
-              "cpus": NCPU, "host": platform.node(), "python": platform.python_version(),
+              "cpus": NCPU, "host": platform.node(), "featurisation": pdt.FEATURISATION, "python": platform.python_version(),
               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "repeats": args.repeats}
     emit(header, args)
     print(f"# {args.dataset} {args.loss} l2={args.l2} l1={args.l1} reference={ref} -> {args.out}", flush=True)

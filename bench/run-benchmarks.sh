@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# linea against the trainers users already run: one command, from nothing to the table.
+#
+#   bench/run-benchmarks.sh [--quick] [--force] [--only DATASET[,DATASET...]]
+#
+# 1. installs the peers into a project-local venv (bench/peers/setup.sh; reused when warm);
+# 2. builds linea (`cargo build --release --locked -p linea-worker -p linea-bench`);
+# 3. builds the scaled-up set criteo-1m: the Criteo sample replicated to 1,000,000 rows by
+#    $CARGO_TARGET_DIR/release/scale-criteo (row i = sample row i mod 7200; each categorical
+#    value re-hashed with FNV-1a of (value, replica mod 16, column); labels and integer
+#    columns copied; see bench/src/bin/scale-criteo.rs), and its dev/test splits = the
+#    sample's dev/test through scale-criteo (replica 0 hashing);
+# 4. runs bench/peers/run_peers.py (A B A B interleaved repeats, every tool's objective
+#    re-evaluated in float64 against the reference optimum) for every dataset whose results
+#    file bench/peers/results/<dataset>.<loss>.l2=1.jsonl is missing (--force: all of them);
+#    a run writes to a temporary file that replaces the results file only when it finished;
+# 5. bench/peers/summarize.py writes the table into docs/benchmarks.md (between the
+#    peers-table markers) and the plots docs/benchmarks/<dataset>.<loss>.svg.
+#
+# --quick: one repeat, tools liblinear,snapml,linea, the small sets only, results in
+# $LINEA_CACHE/bench-quick (docs/benchmarks.md is not touched). Everything runs under
+# `nice -n 10`; every run is bounded by run_peers.py's --max-seconds / --timeout.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/env.sh"
+cd "$LINEA_ROOT"
+
+quick=0 force=0 only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --force) force=1 ;;
+        --only) only="$2"; shift ;;
+        *) echo "usage: bench/run-benchmarks.sh [--quick] [--force] [--only DATASET,...]" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+log() { echo "[run-benchmarks $(date -u +%H:%M:%S)] $*" >&2; }
+t_start=$(date +%s)
+
+VENV="$(bash bench/peers/setup.sh)"
+PY="$VENV/bin/python"
+log "peer venv: $VENV"
+
+log "building linea"
+nice -n 10 cargo build --release --locked -p linea-worker -p linea-bench >&2
+LINEA="$CARGO_TARGET_DIR/release/linea"
+
+scaled="${LINEA_BENCH_SCALED:-$LINEA_CACHE/bench/scaled}"
+export LINEA_BENCH_SCALED="$scaled"
+data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
+export LINEA_DATA="$data"
+
+# dataset | loss | extra run_peers.py arguments
+# Spark and VW's online learner optimise other objectives (bench/peers/README.md) and Spark
+# costs ~20 s of JVM start-up per run: they are left out here (run_peers.py's default tool
+# list still has them; a9a/w8a/rcv1-small/higgs-sample/movielens-100k results include them).
+peers="liblinear,liblinear-dual,liblinear-cli,sklearn-lbfgs,sklearn-newton-cholesky,sklearn-ridge-cg,sklearn-ridge-cholesky,snapml,snapml-epoch,vw-bfgs,linea"
+small_sets=(
+    "a9a|logistic|"
+    "w8a|logistic|"
+    "rcv1-small|logistic|"
+    "criteo-sample|logistic|--tools $peers"
+    "higgs-sample|logistic|"
+    "adult|logistic|--tools $peers --max-seconds 20 --timeout 120"
+    "protein-kdd2004|logistic|--tools $peers --max-seconds 20 --timeout 120"
+    "movielens-100k|squared|"
+)
+# The scaled set: only the tools that finish in bounded time at 1M rows (see docs/benchmarks.md).
+big_sets=(
+    "criteo-1m|logistic|--tools liblinear,liblinear-dual,snapml,snapml-epoch,linea --max-seconds 120 --timeout 600"
+)
+
+if [ "$quick" = 1 ]; then
+    results="$LINEA_CACHE/bench-quick"
+    sets=("${small_sets[@]}")
+    common=(--repeats 1 --tools liblinear,snapml,linea --max-seconds 10 --timeout 60)
+else
+    results="bench/peers/results"
+    sets=("${small_sets[@]}" "${big_sets[@]}")
+    common=(--repeats 2)
+fi
+mkdir -p "$results"
+
+if [ "$quick" = 0 ] && [ ! -s "$scaled/criteo-1000000.tsv" ]; then
+    log "building criteo-1m in $scaled"
+    mkdir -p "$scaled"
+    sample="$data/criteo-sample"
+    nice -n 10 "$CARGO_TARGET_DIR/release/scale-criteo" "$sample/train.tsv" 1000000 > "$scaled/criteo-1000000.tsv.tmp"
+    mv "$scaled/criteo-1000000.tsv.tmp" "$scaled/criteo-1000000.tsv"
+    nice -n 10 "$CARGO_TARGET_DIR/release/scale-criteo" "$sample/dev.tsv" "$(grep -c . "$sample/dev.tsv")" > "$scaled/criteo-dev.tsv"
+    nice -n 10 "$CARGO_TARGET_DIR/release/scale-criteo" "$sample/test.tsv" "$(grep -c . "$sample/test.tsv")" > "$scaled/criteo-test.tsv"
+fi
+
+for entry in "${sets[@]}"; do
+    IFS='|' read -r ds loss extra <<< "$entry"
+    if [ "$quick" = 1 ]; then extra=""; fi
+    if [ -n "$only" ] && [[ ",$only," != *",$ds,"* ]]; then continue; fi
+    out="$results/$ds.$loss.l2=1.jsonl"
+    if [ "$force" = 0 ] && [ -s "$out" ] && grep -q '"kind": "summary"' "$out"; then
+        log "$ds: results present ($out), not re-run (--force to re-run)"
+        continue
+    fi
+    log "$ds ($loss): running"
+    t0=$(date +%s)
+    rm -f "$out.tmp" "$out.tmp.log"
+    # shellcheck disable=SC2086
+    nice -n 10 "$PY" bench/peers/run_peers.py --dataset "$ds" --loss "$loss" --l2 1 --linea "$LINEA" \
+        --out "$out.tmp" "${common[@]}" $extra 2>&1 | tee "$out.tmp.log"
+    mv "$out.tmp" "$out"
+    mv "$out.tmp.log" "${out%.jsonl}.log"
+    log "$ds: done in $(( $(date +%s) - t0 )) s"
+done
+
+if [ "$quick" = 1 ]; then
+    cp docs/benchmarks.md "$results/benchmarks.md"
+    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc "$results/benchmarks.md" --plots "$results/plots"
+    log "quick summary in $results/benchmarks.md (docs/benchmarks.md untouched)"
+else
+    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc docs/benchmarks.md --plots docs/benchmarks
+fi
+log "total $(( $(date +%s) - t_start )) s"
