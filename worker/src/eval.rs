@@ -132,6 +132,6 @@ pub fn predict(model: &Model, input: &str, format: Option<Format>, output: &str)
         count += 1;
         Ok(())
     })?;
-    crate::train::write_file(output, text.as_bytes())?;
+    storage::write_file(output, text.as_bytes())?;
     Ok(count)
 }

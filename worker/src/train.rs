@@ -84,7 +84,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         },
     };
     let model_bytes = render_model(&header, &loaded, &scd.state.theta);
-    write_file(&options.model, &model_bytes)?;
+    storage::write_file(&options.model, &model_bytes)?;
     let summary =
         TrainSummary { objective, epochs: scd.state.epoch, seconds, nnz: loaded.manifest.nnz, trace, model_bytes };
     if let Some(path) = &options.trace {
@@ -92,10 +92,10 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         for p in &summary.trace {
             csv.push_str(&format!("{},{:.6},{}\n", p.epoch, p.seconds, p.objective));
         }
-        write_file(path, csv.as_bytes())?;
+        storage::write_file(path, csv.as_bytes())?;
     }
     if let Some(path) = &options.plot {
-        write_file(
+        storage::write_file(
             path,
             plot::convergence_svg(
                 &summary.trace,
@@ -159,10 +159,4 @@ fn render_model(header: &ModelHeader, loaded: &LoadedGrid, theta: &[Vec<f64>]) -
         },
     );
     Model::render(header, entries)
-}
-
-/// Writes an output file (model, trace, plot, scores) atomically to a local path or an
-/// `s3://` location: a reader never sees half a model.
-pub fn write_file(location: &str, bytes: &[u8]) -> Result<()> {
-    storage::write_file(location, bytes)
 }

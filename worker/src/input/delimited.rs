@@ -141,11 +141,7 @@ impl DelimitedReader {
     }
 
     fn number(&self, text: &str, what: &str) -> Result<f64> {
-        match text.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(v),
-            Ok(v) => Err(self.error(format!("{what} is {v}; only finite numbers are allowed"))),
-            Err(_) => Err(self.error(format!("{what} {text:?} is not a number"))),
-        }
+        super::finite(text, what).map_err(|m| self.error(m))
     }
 }
 
@@ -163,17 +159,7 @@ impl ExampleReader for DelimitedReader {
             let field = self.record[c].trim();
             match self.kinds[c] {
                 Kind::Label => {
-                    example.label = match &self.positive {
-                        Some(p) => (field == p) as u8 as f64,
-                        None => self.number(field, "label").map_err(|e| match e {
-                            LineaError::Input { file, line, message } => LineaError::Input {
-                                file,
-                                line,
-                                message: format!("{message} (use --positive VALUE for string labels)"),
-                            },
-                            other => other,
-                        })?,
-                    }
+                    example.label = super::label(field, self.positive.as_deref()).map_err(|m| self.error(m))?
                 }
                 Kind::Ignored => {}
                 _ if field.is_empty() => {}

@@ -1,6 +1,6 @@
 //! LIBSVM / SVMlight: `label index:value index:value ... [# comment]`.
 
-use super::{ExampleReader, Lines, RawExample, parse_label};
+use super::{ExampleReader, Lines, RawExample};
 use crate::error::Result;
 
 pub struct LibsvmReader {
@@ -23,7 +23,7 @@ impl ExampleReader for LibsvmReader {
         let body = lines.text.split('#').next().unwrap_or_default();
         let mut tokens = body.split_ascii_whitespace();
         let Some(label) = tokens.next() else { return Err(lines.error("missing label")) };
-        example.label = parse_label(label, None, lines)?;
+        example.label = lines.label(label)?;
         example.line = lines.line;
         for token in tokens {
             let Some((index, value)) = token.split_once(':') else {

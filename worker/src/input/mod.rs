@@ -169,23 +169,29 @@ impl Lines {
 
     /// Parses a finite number, or says which field of which line is not one.
     pub fn number(&self, text: &str, what: &str) -> Result<f64> {
-        match text.parse::<f64>() {
-            Ok(v) if v.is_finite() => Ok(v),
-            Ok(v) => Err(self.error(format!("{what} is {v}; only finite numbers are allowed"))),
-            Err(_) => Err(self.error(format!("{what} {text:?} is not a number"))),
-        }
+        finite(text, what).map_err(|m| self.error(m))
+    }
+
+    /// Parses a numeric label (libsvm, VW).
+    pub fn label(&self, text: &str) -> Result<f64> {
+        label(text, None).map_err(|m| self.error(m))
     }
 }
 
-/// Parses a label: a number, or 1/0 by comparison with `positive`.
-fn parse_label(text: &str, positive: Option<&str>, lines: &Lines) -> Result<f64> {
+/// A finite number, or the message saying why `text` (the line's `what`) is not one.
+fn finite(text: &str, what: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(v) => Err(format!("{what} is {v}; only finite numbers are allowed")),
+        Err(_) => Err(format!("{what} {text:?} is not a number")),
+    }
+}
+
+/// A label: 1 or 0 by comparison with `positive`, else a finite number.
+fn label(text: &str, positive: Option<&str>) -> Result<f64, String> {
+    let text = text.trim();
     match positive {
-        Some(p) => Ok(if text.trim() == p { 1.0 } else { 0.0 }),
-        None => lines.number(text.trim(), "label").map_err(|e| match e {
-            LineaError::Input { file, line, message } => {
-                LineaError::Input { file, line, message: format!("{message} (use --positive VALUE for string labels)") }
-            }
-            other => other,
-        }),
+        Some(p) => Ok(if text == p { 1.0 } else { 0.0 }),
+        None => finite(text, "label").map_err(|m| format!("{m} (use --positive VALUE for string labels)")),
     }
 }

@@ -2,7 +2,7 @@
 //! Each namespace is a variable; a namespace with several features per example is
 //! set-valued, and `prepare` splits its block.
 
-use super::{ExampleReader, Lines, RawExample, parse_label};
+use super::{ExampleReader, Lines, RawExample};
 use crate::error::Result;
 use std::collections::HashMap;
 
@@ -57,7 +57,7 @@ impl VwReader {
         // VW allows unlabelled examples (`|ns f ...`), which `predict` scores; their label is
         // NaN, and `prepare` and `eval`, which need labels, refuse them.
         example.label = match head.next() {
-            Some(label) => parse_label(label, None, &self.lines)?,
+            Some(label) => self.lines.label(label)?,
             None => f64::NAN,
         };
         example.line = self.lines.line;
