@@ -3,9 +3,12 @@
 use crate::error::{LineaError, Result};
 use crate::input::{FeatureSpec, Format, NumericMode};
 use crate::progress::Progress;
+use crate::runtime::auth::JobSecret;
+use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
 use clap::{Parser, Subcommand};
 use linea_engine::Loss;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(name = "linea", version, about = "Train large sparse linear models with Scalable Coordinate Descent")]
@@ -21,6 +24,56 @@ pub struct Cli {
 enum LossArg {
     Logistic,
     Squared,
+}
+
+/// What to train: shared by `train` and `master`.
+#[derive(clap::Args)]
+struct TrainArgs {
+    #[arg(long)]
+    data: String,
+    #[arg(long)]
+    model: String,
+    #[arg(long, value_enum, default_value = "logistic")]
+    loss: LossArg,
+    /// L2 strength: the objective is sum of losses + l2*|w|^2 + l1*|w|_1.
+    #[arg(long, default_value_t = 1.0)]
+    l2: f64,
+    #[arg(long, default_value_t = 0.0)]
+    l1: f64,
+    #[arg(long, default_value_t = 100)]
+    epochs: u32,
+    /// Stop when 3 epochs together lower the objective by less than this fraction of it.
+    #[arg(long, default_value_t = 1e-9)]
+    tolerance: f64,
+    /// Seed of the block order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write a convergence plot (SVG).
+    #[arg(long)]
+    plot: Option<String>,
+    /// Write the objective after every epoch as CSV: epoch,seconds,objective.
+    #[arg(long)]
+    trace: Option<String>,
+}
+
+impl TrainArgs {
+    fn options(self, threads: usize, workers: usize) -> train::TrainOptions {
+        let loss = match self.loss {
+            LossArg::Logistic => Loss::Logistic,
+            LossArg::Squared => Loss::Squared,
+        };
+        let TrainArgs { data, model, l2, l1, epochs, tolerance, seed, plot, trace, .. } = self;
+        train::TrainOptions { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace, workers }
+    }
+}
+
+fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `host:port` or a URL, as a URL.
+fn master_url(master: &str) -> String {
+    if master.contains("://") { master.to_string() } else { format!("http://{master}") }
 }
 
 #[derive(Subcommand)]
@@ -53,34 +106,71 @@ enum Command {
     },
     /// Train a model on a prepared grid.
     Train {
-        #[arg(long)]
-        data: String,
-        #[arg(long)]
-        model: String,
-        #[arg(long, value_enum, default_value = "logistic")]
-        loss: LossArg,
-        /// L2 strength: the objective is sum of losses + l2*|w|^2 + l1*|w|_1.
-        #[arg(long, default_value_t = 1.0)]
-        l2: f64,
-        #[arg(long, default_value_t = 0.0)]
-        l1: f64,
-        #[arg(long, default_value_t = 100)]
-        epochs: u32,
-        /// Stop when 3 epochs together lower the objective by less than this fraction of it.
-        #[arg(long, default_value_t = 1e-9)]
-        tolerance: f64,
+        #[command(flatten)]
+        args: TrainArgs,
         /// Worker threads (default: all cores). The model does not depend on it.
         #[arg(long)]
         threads: Option<usize>,
-        /// Seed of the block order.
+        /// Train on the distributed runtime: a master and this many worker processes on this
+        /// machine, the threads split between them. The model is the same bytes.
         #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Write a convergence plot (SVG).
+        workers: usize,
+    },
+    /// The master of a distributed job: runs the algorithm, hands out work items to
+    /// workers, checkpoints, writes the model. Needs the job secret (LINEA_JOB_SECRET).
+    Master {
+        #[command(flatten)]
+        args: TrainArgs,
+        /// Address to listen on for workers and status.
+        #[arg(long, default_value = "0.0.0.0:7070")]
+        listen: String,
+        /// Where to checkpoint (folder or s3://); a restarted master resumes from it.
         #[arg(long)]
-        plot: Option<String>,
-        /// Write the objective after every epoch as CSV: epoch,seconds,objective.
+        checkpoint: Option<String>,
+        /// File holding the job secret (a mounted Secret); default: $LINEA_JOB_SECRET.
         #[arg(long)]
-        trace: Option<String>,
+        secret_file: Option<String>,
+    },
+    /// A worker of a distributed job: runs work items for the master until released.
+    Worker {
+        /// The master's address (host:port or http://host:port).
+        #[arg(long)]
+        master: String,
+        /// Address of this worker's service for its peers.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        /// Address peers use to reach this worker (default: the listen address, or $POD_IP).
+        #[arg(long)]
+        advertise: Option<String>,
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Memory for cached cells, MiB.
+        #[arg(long, default_value_t = 4096)]
+        cache_mb: usize,
+        /// Seconds to keep trying to reach an absent master.
+        #[arg(long, default_value_t = 600)]
+        reconnect_for: u64,
+        /// Longest wait, in seconds, for the master to release a draining worker.
+        #[arg(long, default_value_t = 25)]
+        drain_timeout: u64,
+        #[arg(long)]
+        secret_file: Option<String>,
+    },
+    /// Print a distributed job's status (JSON) from its master.
+    Status {
+        #[arg(long)]
+        master: String,
+        #[arg(long)]
+        secret_file: Option<String>,
+    },
+    /// Ask the master to drain one worker (by id or address): it hands its shards over and exits 0.
+    Drain {
+        #[arg(long)]
+        master: String,
+        #[arg(long)]
+        worker: String,
+        #[arg(long)]
+        secret_file: Option<String>,
     },
     /// Print objective, AUC, log loss, accuracy (logistic) or RMSE (squared) of a model.
     Eval {
@@ -136,24 +226,42 @@ pub fn run(cli: Cli) -> Result<()> {
                 impure.iter().take(8).copied().collect::<Vec<_>>().join(", ")
             );
         }
-        Command::Train { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace } => {
-            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            let loss = match loss {
-                LossArg::Logistic => Loss::Logistic,
-                LossArg::Squared => Loss::Squared,
-            };
-            let options =
-                train::TrainOptions { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace };
+        Command::Train { args, threads, workers } => {
+            let threads = threads.unwrap_or_else(all_cores);
+            let options = args.options(threads, workers);
             let summary = train::train(&options, &progress)?;
-            println!(
-                "trained {}: objective {:.10} after {} epochs in {:.2}s ({:.1}M nnz/s per thread, {} threads)",
-                options.model,
-                summary.objective,
-                summary.epochs,
-                summary.seconds,
-                summary.nnz_per_second_per_thread(threads) / 1e6,
-                threads
-            );
+            report_trained(&options, &summary);
+        }
+        Command::Master { args, listen, checkpoint, secret_file } => {
+            let secret = JobSecret::load(secret_file.as_deref())?;
+            let options = master::MasterOptions { train: args.options(0, 0), listen, checkpoint, secret };
+            let summary = master::run(&options, &progress, |address, _| {
+                progress.always(&format!("master listening on {address}"));
+            })?;
+            report_trained(&options.train, &summary);
+        }
+        Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout, secret_file } => {
+            worker::run(worker::WorkerOptions {
+                master: master_url(&master),
+                listen,
+                advertise,
+                threads: threads.unwrap_or_else(all_cores),
+                cache_bytes: cache_mb << 20,
+                reconnect_for: Duration::from_secs(reconnect_for),
+                drain_timeout: Duration::from_secs(drain_timeout),
+                secret: JobSecret::load(secret_file.as_deref())?,
+            })?;
+        }
+        Command::Status { master, secret_file } => {
+            let status = client::status(&master_url(&master), &JobSecret::load(secret_file.as_deref())?)?;
+            println!("{}", serde_json::to_string_pretty(&client::status_json(&status)).expect("serializes"));
+        }
+        Command::Drain { master, worker, secret_file } => {
+            let found = client::drain(&master_url(&master), &JobSecret::load(secret_file.as_deref())?, &worker)?;
+            if !found {
+                return Err(LineaError::Usage(format!("the master knows no worker {worker:?}")));
+            }
+            progress.always(&format!("draining {worker}"));
         }
         Command::Eval { model, data, format, json } => {
             let model = eval::read_model(&model)?;
@@ -177,6 +285,19 @@ pub fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn report_trained(options: &train::TrainOptions, summary: &train::TrainSummary) {
+    let per_thread = match options.threads {
+        0 => String::new(),
+        threads => {
+            format!(" ({:.1}M nnz/s per thread, {threads} threads)", summary.nnz_per_second_per_thread(threads) / 1e6)
+        }
+    };
+    println!(
+        "trained {}: objective {:.10} after {} epochs in {:.2}s{per_thread}",
+        options.model, summary.objective, summary.epochs, summary.seconds,
+    );
 }
 
 impl From<clap::Error> for LineaError {

@@ -20,6 +20,9 @@ pub enum LineaError {
     NotFound { object: String },
     #[error("{0}")]
     Usage(String),
+    /// A master or worker that refused or could not be reached, and why.
+    #[error("{peer}: {message}")]
+    Remote { peer: String, message: String },
     #[error("training failed: {0}")]
     Training(#[from] EngineError),
 }
@@ -46,7 +49,10 @@ impl LineaError {
             | LineaError::Usage(_)
             | LineaError::Engine { .. }
             | LineaError::NotFound { .. } => 2,
-            LineaError::Io { .. } | LineaError::Storage { .. } | LineaError::Training(_) => 1,
+            LineaError::Io { .. }
+            | LineaError::Storage { .. }
+            | LineaError::Remote { .. }
+            | LineaError::Training(_) => 1,
         }
     }
 }

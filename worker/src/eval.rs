@@ -54,10 +54,11 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
         let storage = storage::open(data)?;
         let loaded = gridload::load(storage.as_ref(), loss)?;
         let theta: Vec<Vec<f64>> = loaded
+            .layout
             .manifest
             .blocks
             .iter()
-            .zip(&loaded.dictionaries)
+            .zip(&loaded.layout.dictionaries)
             .map(|(block, dictionary)| dictionary.iter().map(|e| model.weight(&block.variable, &e.key)).collect())
             .collect();
         let mut executor = LocalExecutor::new(&loaded.grid, loss, rayon::current_num_threads());

@@ -1,4 +1,6 @@
-//! Reading a prepared grid into memory, every object checked against its checksum.
+//! Reading a prepared grid, every object checked against its checksum: whole into memory
+//! for one process ([`load`]), or piece by piece for the distributed runtime ([`Layout`],
+//! [`read_targets`], [`read_cell`]).
 
 use crate::error::{LineaError, Result};
 use crate::manifest::{FileRef, Manifest};
@@ -9,10 +11,16 @@ use linea_engine::scd::local::InMemoryGrid;
 use linea_engine::{EngineError, Loss};
 use rayon::prelude::*;
 
-pub struct LoadedGrid {
+/// What a grid holds without its cells: enough to run the algorithm and write the model.
+pub struct Layout {
     pub manifest: Manifest,
-    pub grid: InMemoryGrid,
     pub dictionaries: Vec<Vec<DictionaryEntry>>,
+    pub shapes: Vec<BlockShape>,
+}
+
+pub struct LoadedGrid {
+    pub layout: Layout,
+    pub grid: InMemoryGrid,
 }
 
 fn engine_error(storage: &dyn Storage, file: &FileRef) -> impl Fn(EngineError) -> LineaError {
@@ -20,64 +28,78 @@ fn engine_error(storage: &dyn Storage, file: &FileRef) -> impl Fn(EngineError) -
     move |source| LineaError::Engine { object: object.clone(), source }
 }
 
-pub fn load(storage: &dyn Storage, loss: Loss) -> Result<LoadedGrid> {
-    let manifest = Manifest::read(storage)?;
-    let targets = manifest
-        .shards
-        .par_iter()
-        .map(|shard| {
-            let labels =
-                codec::decode_labels(&shard.labels.read(storage)?).map_err(engine_error(storage, &shard.labels))?;
-            if labels.labels.len() != shard.rows {
-                return Err(LineaError::data(
-                    storage.describe(&shard.labels.key),
-                    "row count differs from the manifest",
-                ));
-            }
-            labels
-                .labels
-                .iter()
-                .zip(&labels.lines)
-                .map(|(&label, &line)| {
-                    loss.target(label).map_err(|e| LineaError::input(&manifest.source, line, e.to_string()))
-                })
-                .collect::<Result<Vec<f64>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let dictionaries = manifest
-        .blocks
-        .par_iter()
-        .map(|b| codec::decode_dictionary(&b.dictionary.read(storage)?).map_err(engine_error(storage, &b.dictionary)))
-        .collect::<Result<Vec<_>>>()?;
-    if let Some(block) = manifest.blocks.iter().find(|b| b.cells.len() != manifest.shards.len()) {
-        return Err(LineaError::data(
-            storage.describe(crate::manifest::MANIFEST),
-            format!("block {} lists {} cells for {} row shards", block.name, block.cells.len(), manifest.shards.len()),
-        ));
+impl Layout {
+    pub fn read(storage: &dyn Storage) -> Result<Layout> {
+        let manifest = Manifest::read(storage)?;
+        if let Some(block) = manifest.blocks.iter().find(|b| b.cells.len() != manifest.shards.len()) {
+            return Err(LineaError::data(
+                storage.describe(crate::manifest::MANIFEST),
+                format!(
+                    "block {} lists {} cells for {} row shards",
+                    block.name,
+                    block.cells.len(),
+                    manifest.shards.len()
+                ),
+            ));
+        }
+        let dictionaries = manifest
+            .blocks
+            .par_iter()
+            .map(|b| {
+                codec::decode_dictionary(&b.dictionary.read(storage)?).map_err(engine_error(storage, &b.dictionary))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let shapes = manifest
+            .blocks
+            .iter()
+            .zip(&dictionaries)
+            .map(|(b, d)| BlockShape {
+                features: b.features,
+                pure: b.pure,
+                max_abs: d.iter().map(|e| e.max_abs).collect(),
+            })
+            .collect();
+        Ok(Layout { manifest, dictionaries, shapes })
     }
-    let cells = manifest
-        .blocks
-        .par_iter()
-        .map(|block| {
-            block
-                .cells
-                .iter()
-                .zip(&manifest.shards)
-                .map(|(file, shard)| {
-                    let cell = codec::decode_cell(&file.read(storage)?).map_err(engine_error(storage, file))?;
-                    check_cell(&cell, block.features, shard.rows).map_err(engine_error(storage, file))?;
-                    Ok(cell)
-                })
-                .collect::<Result<Vec<Cell>>>()
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let shapes = manifest
-        .blocks
+}
+
+/// The targets of one row shard; a label the loss cannot take is named by its source line.
+pub fn read_targets(storage: &dyn Storage, manifest: &Manifest, shard: usize, loss: Loss) -> Result<Vec<f64>> {
+    let entry = &manifest.shards[shard];
+    let labels = codec::decode_labels(&entry.labels.read(storage)?).map_err(engine_error(storage, &entry.labels))?;
+    if labels.labels.len() != entry.rows {
+        return Err(LineaError::data(storage.describe(&entry.labels.key), "row count differs from the manifest"));
+    }
+    labels
+        .labels
         .iter()
-        .zip(&dictionaries)
-        .map(|(b, d)| BlockShape { features: b.features, pure: b.pure, max_abs: d.iter().map(|e| e.max_abs).collect() })
-        .collect();
-    Ok(LoadedGrid { grid: InMemoryGrid { shapes, cells, targets }, dictionaries, manifest })
+        .zip(&labels.lines)
+        .map(|(&label, &line)| loss.target(label).map_err(|e| LineaError::input(&manifest.source, line, e.to_string())))
+        .collect()
+}
+
+/// One cell, decoded and checked against its block and shard.
+pub fn read_cell(storage: &dyn Storage, manifest: &Manifest, block: usize, shard: usize) -> Result<Cell> {
+    let file = &manifest.blocks[block].cells[shard];
+    let cell = codec::decode_cell(&file.read(storage)?).map_err(engine_error(storage, file))?;
+    check_cell(&cell, manifest.blocks[block].features, manifest.shards[shard].rows)
+        .map_err(engine_error(storage, file))?;
+    Ok(cell)
+}
+
+pub fn load(storage: &dyn Storage, loss: Loss) -> Result<LoadedGrid> {
+    let layout = Layout::read(storage)?;
+    let manifest = &layout.manifest;
+    let targets = (0..manifest.shards.len())
+        .into_par_iter()
+        .map(|shard| read_targets(storage, manifest, shard, loss))
+        .collect::<Result<Vec<_>>>()?;
+    let cells = (0..manifest.blocks.len())
+        .into_par_iter()
+        .map(|block| (0..manifest.shards.len()).map(|shard| read_cell(storage, manifest, block, shard)).collect())
+        .collect::<Result<Vec<Vec<Cell>>>>()?;
+    let grid = InMemoryGrid { shapes: layout.shapes.clone(), cells, targets };
+    Ok(LoadedGrid { layout, grid })
 }
 
 /// A cell that decodes but points outside its block or shard is corrupt too.

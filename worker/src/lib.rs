@@ -12,5 +12,6 @@ pub mod model;
 pub mod plot;
 pub mod prepare;
 pub mod progress;
+pub mod runtime;
 pub mod storage;
 pub mod train;

@@ -12,9 +12,10 @@ use linea_worker::input::Format;
 #[test]
 fn movielens_objective_falls_every_iteration_with_line_searched_genres() {
     let (_dir, loaded) = prepare(&data("movielens-100k/ratings.vw"), spec(Format::Vw), 16384, Loss::Squared);
-    let impure: Vec<usize> = (0..loaded.manifest.blocks.len()).filter(|&b| !loaded.manifest.blocks[b].pure).collect();
+    let impure: Vec<usize> =
+        (0..loaded.layout.manifest.blocks.len()).filter(|&b| !loaded.layout.manifest.blocks[b].pure).collect();
     assert!(!impure.is_empty());
-    assert!(impure.iter().all(|&b| loaded.manifest.blocks[b].variable == "genres"), "only genres is set-valued");
+    assert!(impure.iter().all(|&b| loaded.layout.manifest.blocks[b].variable == "genres"), "only genres is set-valued");
     let mut scd = Scd::new(config(&loaded, Loss::Squared, 1.0, 1e-10), loaded.grid.shapes.clone());
     let mut exec = LocalExecutor::new(&loaded.grid, Loss::Squared, 2);
     let mut objectives = vec![scd.objective(&mut exec).unwrap()];
@@ -33,7 +34,7 @@ fn movielens_objective_falls_every_iteration_with_line_searched_genres() {
         .unwrap();
     }
     // Squared loss: |l'| = 2 |y - f| <= 2 * 5 here, times 2^-33 of rounding per non-zero.
-    let noise = 10.0 * loaded.manifest.nnz as f64 * 2f64.powi(-33);
+    let noise = 10.0 * loaded.layout.manifest.nnz as f64 * 2f64.powi(-33);
     for (i, pair) in objectives.windows(2).enumerate() {
         assert!(pair[1] <= pair[0] + noise, "iteration {i}: {} -> {}", pair[0], pair[1]);
     }

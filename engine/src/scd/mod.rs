@@ -40,6 +40,9 @@ pub trait Executor {
     fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, Self::Error>;
     /// Exact [`coarse::shard_coarse_direction_sums`], likewise.
     fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums, Self::Error>;
+    /// The block of the iteration after the coming one, so a distributed executor can
+    /// fetch its cells while the current block runs. A hint; `None` at the epoch's end.
+    fn upcoming(&mut self, _next_block: Option<usize>) {}
 }
 
 /// Validated settings of an SCD run.
@@ -139,6 +142,10 @@ pub struct ScdState {
     pub objectives: Vec<f64>,
     /// Parameters at the end of the last [`coarse::HISTORY`] epochs, oldest first.
     pub history: Vec<Vec<Vec<f64>>>,
+    /// Block iterations of the current epoch already done: a checkpoint taken mid-epoch
+    /// resumes at the next block of the same order.
+    #[serde(default)]
+    pub position: usize,
 }
 
 pub struct Scd {
@@ -150,7 +157,11 @@ pub struct Scd {
 impl Scd {
     pub fn new(config: ScdConfig, shapes: Vec<BlockShape>) -> Self {
         let theta = shapes.iter().map(|s| vec![0.0; s.features]).collect();
-        Self { config, shapes, state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new() } }
+        Self {
+            config,
+            shapes,
+            state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new(), position: 0 },
+        }
     }
 
     /// The regularized objective at the current parameters.
@@ -351,7 +362,9 @@ impl Scd {
         Ok(())
     }
 
-    /// One epoch: every block once, in [`Self::epoch_order`]; returns the new objective.
+    /// One epoch: every block once, in [`Self::epoch_order`], from [`ScdState::position`]
+    /// on (0 unless resumed from a checkpoint); returns the new objective.
+    /// `on_iteration` sees the state after each iteration, position already advanced.
     pub fn run_epoch<E: Executor>(
         &mut self,
         exec: &mut E,
@@ -361,14 +374,18 @@ impl Scd {
             let initial = self.objective(exec)?;
             self.state.objectives.push(initial);
         }
-        for block in self.epoch_order(self.state.epoch) {
-            let report = self.iterate(block, exec)?;
+        let order = self.epoch_order(self.state.epoch);
+        for at in self.state.position..order.len() {
+            exec.upcoming(order.get(at + 1).copied());
+            let report = self.iterate(order[at], exec)?;
+            self.state.position = at + 1;
             on_iteration(self, &report, exec)?;
         }
         let report = self.coarse_correction(exec)?;
         on_iteration(self, &report, exec)?;
         self.remember(exec)?;
         self.state.epoch += 1;
+        self.state.position = 0;
         let objective = self.objective(exec)?;
         self.state.objectives.push(objective);
         Ok(objective)

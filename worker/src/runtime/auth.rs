@@ -1,0 +1,116 @@
+//! The per-job secret that authenticates every master-worker and worker-worker call.
+//!
+//! It comes from `LINEA_JOB_SECRET` or a file (a mounted Kubernetes Secret), travels as
+//! `authorization: Bearer ...`, and is compared in constant time. It is never printed:
+//! `Debug` shows a fixed string. The channel itself is plain HTTP/2 inside the cluster
+//! network; docs/architecture.md says what that does and does not protect.
+
+use crate::error::{LineaError, Result};
+use std::sync::Arc;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+pub const SECRET_ENV: &str = "LINEA_JOB_SECRET";
+
+#[derive(Clone)]
+pub struct JobSecret(Arc<MetadataValue<Ascii>>);
+
+impl std::fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobSecret(<redacted>)")
+    }
+}
+
+impl JobSecret {
+    pub fn new(secret: &str) -> Result<Self> {
+        let secret = secret.trim();
+        if secret.len() < 16 || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(LineaError::Usage(
+                "the job secret must be at least 16 printable ASCII characters without spaces".into(),
+            ));
+        }
+        let value = format!("Bearer {secret}").parse().map_err(|_| LineaError::Usage("invalid job secret".into()))?;
+        Ok(Self(Arc::new(value)))
+    }
+
+    /// From `--secret-file` if given, else from `LINEA_JOB_SECRET`.
+    pub fn load(file: Option<&str>) -> Result<Self> {
+        match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(LineaError::io(path))?;
+                Self::new(&text)
+            }
+            None => match std::env::var(SECRET_ENV) {
+                Ok(value) => Self::new(&value),
+                Err(_) => Err(LineaError::Usage(format!("no job secret: set {SECRET_ENV} or pass --secret-file"))),
+            },
+        }
+    }
+
+    /// A fresh random secret for a job run on this machine.
+    pub fn generate() -> Self {
+        let bytes: [u8; 24] = rand::random();
+        Self::new(&bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()).expect("hex is valid")
+    }
+
+    /// The secret itself, to hand to child processes through their environment.
+    pub fn expose(&self) -> &str {
+        self.0.to_str().expect("ascii").trim_start_matches("Bearer ")
+    }
+
+    /// Server side: refuses calls without the secret.
+    pub fn check(&self) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone + Send + Sync + 'static {
+        let expected = self.0.clone();
+        move |request: Request<()>| {
+            let given = request.metadata().get("authorization").map(|v| v.as_bytes()).unwrap_or_default();
+            if constant_time_eq(given, expected.as_bytes()) {
+                Ok(request)
+            } else {
+                Err(Status::unauthenticated("wrong or missing job secret"))
+            }
+        }
+    }
+
+    /// Client side: adds the secret to every call.
+    pub fn attach(&self) -> Attach {
+        Attach(self.0.clone())
+    }
+}
+
+/// The client interceptor of [`JobSecret::attach`].
+#[derive(Clone)]
+pub struct Attach(Arc<MetadataValue<Ascii>>);
+
+impl Interceptor for Attach {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request.metadata_mut().insert("authorization", (*self.0).clone());
+        Ok(request)
+    }
+}
+
+/// A client channel that authenticates every call.
+pub type Authenticated = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Attach>;
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secret_is_checked_and_never_shown() {
+        let secret = JobSecret::new("0123456789abcdef-secret").unwrap();
+        assert!(!format!("{secret:?}").contains("0123456789abcdef"));
+        let check = secret.check();
+        assert!(check(secret.attach().call(Request::new(())).unwrap()).is_ok());
+        let other = JobSecret::new("0123456789abcdef-other").unwrap();
+        let refused = check(other.attach().call(Request::new(())).unwrap()).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+        assert_eq!(check(Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert!(JobSecret::new("short").is_err());
+        assert_eq!(JobSecret::new(secret.expose()).unwrap().expose(), secret.expose());
+    }
+}

@@ -1,0 +1,68 @@
+//! Calls to a running master from the command line: `linea status`, `linea drain`.
+
+use super::auth::JobSecret;
+use super::proto;
+use crate::error::{LineaError, Result};
+use std::time::Duration;
+
+async fn connect(
+    master: &str,
+    secret: &JobSecret,
+) -> Result<proto::master_client::MasterClient<super::auth::Authenticated>> {
+    let channel = tonic::transport::Endpoint::from_shared(master.to_string())
+        .map_err(|e| LineaError::Usage(format!("{master}: not a valid address: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10))
+        .connect()
+        .await
+        .map_err(|e| LineaError::Remote { peer: master.into(), message: format!("unreachable ({e})") })?;
+    Ok(proto::master_client::MasterClient::with_interceptor(channel, secret.attach()))
+}
+
+fn block_on<T>(work: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LineaError::io("tokio runtime"))?
+        .block_on(work)
+}
+
+pub fn status(master: &str, secret: &JobSecret) -> Result<proto::StatusReply> {
+    block_on(async {
+        let mut client = connect(master, secret).await?;
+        let reply = client.status(proto::StatusRequest {}).await.map_err(|s| super::rpc_error(master, &s))?;
+        Ok(reply.into_inner())
+    })
+}
+
+pub fn drain(master: &str, secret: &JobSecret, worker: &str) -> Result<bool> {
+    block_on(async {
+        let mut client = connect(master, secret).await?;
+        let request = proto::DrainRequest { worker: worker.to_string() };
+        let reply = client.drain(request).await.map_err(|s| super::rpc_error(master, &s))?;
+        Ok(reply.into_inner().found)
+    })
+}
+
+pub fn status_json(s: &proto::StatusReply) -> serde_json::Value {
+    let workers: Vec<serde_json::Value> = s
+        .workers
+        .iter()
+        .map(|w| serde_json::json!({"id": w.worker_id, "address": w.address, "draining": w.draining, "shards": w.shards}))
+        .collect();
+    serde_json::json!({
+        "phase": s.phase,
+        "epoch": s.epoch,
+        "max_epochs": s.max_epochs,
+        "iteration": s.iteration,
+        "objective": if s.objective.is_finite() { Some(s.objective) } else { None },
+        "examples_per_second": s.examples_per_second,
+        "workers_active": s.workers_active,
+        "workers_draining": s.workers_draining,
+        "workers_lost": s.workers_lost,
+        "items_completed": s.items_completed,
+        "model": s.model,
+        "error": s.error,
+        "workers": workers,
+    })
+}

@@ -1,0 +1,78 @@
+//! `linea train --workers N`: the distributed runtime on one machine. The master runs in
+//! this process; N `linea worker` processes connect to it over loopback with a fresh
+//! job secret. It is the same code path as a cluster run, so it gives the same model.
+
+use super::auth::{JobSecret, SECRET_ENV};
+use super::master::{self, MasterOptions};
+use crate::error::{LineaError, Result};
+use crate::progress::Progress;
+use crate::train::{TrainOptions, TrainSummary};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary> {
+    let secret = JobSecret::generate();
+    let exe = std::env::current_exe().map_err(LineaError::io("the linea executable"))?;
+    let threads = (options.threads / options.workers).max(1);
+    let children: Arc<Mutex<Vec<Child>>> = Arc::default();
+    let master_options = MasterOptions {
+        train: options.clone(),
+        listen: "127.0.0.1:0".into(),
+        checkpoint: None,
+        secret: secret.clone(),
+    };
+    let mut spawn_error = None;
+    let outcome = master::run(&master_options, progress, |address, abort| {
+        for _ in 0..options.workers {
+            let child = Command::new(&exe)
+                .args(["worker", "--master", &format!("http://{address}"), "--threads", &threads.to_string()])
+                .args(["--reconnect-for", "10"])
+                .env(SECRET_ENV, secret.expose())
+                .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn();
+            match child {
+                Ok(child) => children.lock().expect("children lock").push(child),
+                Err(e) => {
+                    spawn_error = Some(LineaError::Io { path: exe.clone(), source: e });
+                    abort.abort("could not start the worker processes".into());
+                    return;
+                }
+            }
+        }
+        progress.always(&format!("master on {address}, {} workers x {threads} threads", options.workers));
+        watch_workers(children.clone(), abort);
+    });
+    // Released workers exit by themselves; give them a moment, then make sure.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for child in children.lock().expect("children lock").iter_mut() {
+        while std::time::Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    match spawn_error {
+        Some(e) => Err(e),
+        None => outcome,
+    }
+}
+
+/// Stops the master if every worker process has exited (a master with no workers would
+/// wait for ever).
+fn watch_workers(children: Arc<Mutex<Vec<Child>>>, abort: master::AbortHandle) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let mut children = children.lock().expect("children lock");
+            let statuses: Vec<_> = children.iter_mut().map(|c| c.try_wait()).collect();
+            if statuses.iter().all(|s| matches!(s, Ok(Some(_)))) {
+                let failed = statuses.iter().filter(|s| matches!(s, Ok(Some(st)) if !st.success())).count();
+                abort.abort(format!("all worker processes exited ({failed} with an error)"));
+                return;
+            }
+        }
+    });
+}

@@ -1,0 +1,523 @@
+//! The master's bookkeeping, with no I/O: which worker owns which row shard, which items of
+//! the current phase are pending, running or done, and what to send to whom next.
+//!
+//! The network layer feeds it events (a worker joined, completed items, left, vanished)
+//! and sends the messages it returns. Keeping it pure lets the tests below drive every
+//! failure interleaving without sockets.
+//!
+//! A phase is one data-parallel step of the algorithm (SCD: statistics of a block, line-
+//! search sums, a prediction update, ...). It has one item per row shard. A shard's
+//! predictions live on the worker that owns it, so its items go to that worker; an idle
+//! worker adopts shards nobody owns and steals pending ones from backlogged owners, and
+//! then fetches the shard's state from the previous owner (or recomputes it). Statistics
+//! stay on the workers that computed them until aggregator items sum them range by range,
+//! so the master receives each sum once instead of once per worker.
+
+use super::proto::{self, master_message, work_item};
+use linea_engine::fixed::ExactSums;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::mpsc::Sender;
+
+/// Features per aggregation range: gradient and curvature sums of 4096 features are 128 KiB.
+pub const RANGE_FEATURES: usize = 4096;
+
+/// A connected worker, numbered by the master for this session.
+pub type WorkerKey = u64;
+
+/// What a phase returns to the algorithm.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhaseOutput {
+    /// The phase changed shard state and returns nothing.
+    Done,
+    /// Exact sums added over all shards.
+    Sums(ExactSums),
+    /// Gradient and curvature sums of a block, aggregated range by range.
+    Statistics(ExactSums, ExactSums),
+}
+
+/// How a phase's results come back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Collect {
+    Nothing,
+    /// Every shard item returns a vector of this length.
+    Sums(usize),
+    /// Shard items leave partial statistics of this many features on their workers.
+    Aggregated(usize),
+}
+
+pub type PhaseResult = Result<PhaseOutput, String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Task {
+    Shard(u32),
+    Range(usize),
+}
+
+struct Running {
+    worker: WorkerKey,
+    task: Task,
+}
+
+struct Phase {
+    description: proto::Phase,
+    collect: Collect,
+    /// Pending shard items, by owner (`None`: nobody holds the shard's state).
+    pending: BTreeMap<Option<WorkerKey>, BTreeSet<u32>>,
+    /// Shard items done; for aggregated phases, the worker holding each shard's partial.
+    computed: BTreeMap<u32, WorkerKey>,
+    sums: ExactSums,
+    /// Aggregation stage: pending ranges and the sums of finished ones.
+    pending_ranges: BTreeSet<usize>,
+    ranges: BTreeMap<usize, (Vec<i128>, Vec<i128>)>,
+    aggregating: bool,
+    reply: Sender<PhaseResult>,
+}
+
+pub struct WorkerSlot {
+    pub id: String,
+    pub address: String,
+    pub capacity: usize,
+    pub running: usize,
+    pub draining: bool,
+    /// The last phase whose description this worker received.
+    phase_sent: u64,
+}
+
+/// Counters for status and benchmarks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Counters {
+    pub items_completed: u64,
+    pub workers_lost: u32,
+    pub steals: u64,
+    pub handovers: u64,
+}
+
+pub struct Scheduler {
+    shards: usize,
+    workers: BTreeMap<WorkerKey, WorkerSlot>,
+    owner: Vec<Option<WorkerKey>>,
+    /// The worker a shard's state can be fetched from, until its new owner has it.
+    prior: Vec<Option<WorkerKey>>,
+    phase: Option<Phase>,
+    running: HashMap<u64, Running>,
+    next_item: u64,
+    next_phase: u64,
+    next_worker: WorkerKey,
+    /// Why the run was stopped from outside; every phase fails with it.
+    aborted: Option<String>,
+    pub counters: Counters,
+}
+
+/// Messages to send: (worker, message).
+pub type Outbox = Vec<(WorkerKey, proto::MasterMessage)>;
+
+impl Scheduler {
+    pub fn new(shards: usize) -> Self {
+        Self {
+            shards,
+            workers: BTreeMap::new(),
+            owner: vec![None; shards],
+            prior: vec![None; shards],
+            phase: None,
+            running: HashMap::new(),
+            next_item: 1,
+            next_phase: 1,
+            next_worker: 1,
+            aborted: None,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn workers(&self) -> impl Iterator<Item = (WorkerKey, &WorkerSlot, usize)> {
+        self.workers.iter().map(|(&k, w)| (k, w, self.owner.iter().filter(|&&o| o == Some(k)).count()))
+    }
+
+    pub fn find_worker(&self, name: &str) -> Option<WorkerKey> {
+        self.workers.iter().find(|(_, w)| w.id == name || w.address == name).map(|(&k, _)| k)
+    }
+
+    /// A worker joined; it may run `capacity` items at once.
+    pub fn join(&mut self, id: String, address: String, capacity: usize) -> (WorkerKey, Outbox) {
+        let key = self.next_worker;
+        self.next_worker += 1;
+        let slot = WorkerSlot { id, address, capacity: capacity.max(1), running: 0, draining: false, phase_sent: 0 };
+        self.workers.insert(key, slot);
+        (key, self.assign())
+    }
+
+    /// Starts a phase; its result goes to `reply` when every item is done.
+    pub fn start_phase(
+        &mut self,
+        mut description: proto::Phase,
+        collect: Collect,
+        reply: Sender<PhaseResult>,
+    ) -> Outbox {
+        if let Some(reason) = &self.aborted {
+            let _ = reply.send(Err(reason.clone()));
+            return Outbox::new();
+        }
+        description.id = self.next_phase;
+        self.next_phase += 1;
+        let mut pending: BTreeMap<Option<WorkerKey>, BTreeSet<u32>> = BTreeMap::new();
+        for shard in 0..self.shards {
+            pending.entry(self.owner[shard]).or_default().insert(shard as u32);
+        }
+        let sums = ExactSums::zeros(if let Collect::Sums(n) = collect { n } else { 0 });
+        self.phase = Some(Phase {
+            description,
+            collect,
+            pending,
+            computed: BTreeMap::new(),
+            sums,
+            pending_ranges: BTreeSet::new(),
+            ranges: BTreeMap::new(),
+            aggregating: false,
+            reply,
+        });
+        let mut outbox = self.finish_if_done();
+        outbox.extend(self.assign());
+        outbox
+    }
+
+    /// Results of items. Unknown item ids (from before a loss) are ignored.
+    pub fn complete(&mut self, worker: WorkerKey, results: Vec<proto::ItemResult>) -> Outbox {
+        let mut outbox = Outbox::new();
+        for result in results {
+            let Some(running) = self.running.remove(&result.item) else { continue };
+            if let Some(w) = self.workers.get_mut(&running.worker) {
+                w.running -= 1;
+            }
+            if !result.error.is_empty() {
+                self.fail(result.error);
+                continue;
+            }
+            if !result.lost_peer.is_empty() {
+                self.requeue(running.task);
+                if let Some(peer) = self.workers.iter().find(|(_, w)| w.address == result.lost_peer).map(|(&k, _)| k) {
+                    outbox.extend(self.lose(peer));
+                }
+                continue;
+            }
+            self.counters.items_completed += 1;
+            self.record(worker, running.task, &result.sums);
+            outbox.extend(self.finish_if_done());
+        }
+        outbox.extend(self.release_drained());
+        outbox.extend(self.assign());
+        outbox
+    }
+
+    /// The worker asked to leave (SIGTERM) or was told to drain: it gets no more work, its
+    /// shards go to others, who fetch their state from it; then it is released.
+    pub fn drain(&mut self, worker: WorkerKey) -> Outbox {
+        let Some(slot) = self.workers.get_mut(&worker) else { return Outbox::new() };
+        if slot.draining {
+            return Outbox::new();
+        }
+        slot.draining = true;
+        let busy: BTreeSet<u32> = self.running_shards(worker);
+        for shard in 0..self.shards {
+            if self.owner[shard] == Some(worker) && !busy.contains(&(shard as u32)) {
+                self.hand_over(shard as u32, worker);
+            }
+        }
+        let mut outbox = vec![(worker, message(master_message::Body::Drain(proto::DrainNotice {})))];
+        outbox.extend(self.release_drained());
+        outbox.extend(self.assign());
+        outbox
+    }
+
+    /// The worker vanished: its running items and any partial statistics it held are
+    /// redone elsewhere; its shards' state is rebuilt by their next owners.
+    pub fn lose(&mut self, worker: WorkerKey) -> Outbox {
+        let Some(slot) = self.workers.remove(&worker) else { return Outbox::new() };
+        if !slot.draining {
+            self.counters.workers_lost += 1;
+        }
+        for shard in 0..self.shards {
+            if self.owner[shard] == Some(worker) {
+                self.move_pending(shard as u32, None);
+                self.owner[shard] = None;
+            }
+            if self.prior[shard] == Some(worker) {
+                self.prior[shard] = None;
+            }
+        }
+        let tasks: Vec<Task> = self.running.iter().filter(|(_, r)| r.worker == worker).map(|(_, r)| r.task).collect();
+        self.running.retain(|_, r| r.worker != worker);
+        for task in tasks {
+            self.requeue(task);
+        }
+        if let Some(phase) = &mut self.phase
+            && let Collect::Aggregated(_) = phase.collect
+        {
+            let lost: Vec<u32> = phase.computed.iter().filter(|&(_, &w)| w == worker).map(|(&s, _)| s).collect();
+            if !lost.is_empty() {
+                for shard in &lost {
+                    phase.computed.remove(shard);
+                    phase.pending.entry(None).or_default().insert(*shard);
+                }
+                // Ranges already summed may include the lost partials: start aggregation over.
+                phase.aggregating = false;
+                phase.pending_ranges.clear();
+                phase.ranges.clear();
+                self.running.retain(|_, r| !matches!(r.task, Task::Range(_)));
+                for w in self.workers.values_mut() {
+                    w.running = 0;
+                }
+                for r in self.running.values() {
+                    if let Some(w) = self.workers.get_mut(&r.worker) {
+                        w.running += 1;
+                    }
+                }
+            }
+        }
+        let mut outbox = self.release_drained();
+        outbox.extend(self.assign());
+        outbox
+    }
+
+    /// Training is over: every worker may exit.
+    pub fn release_all(&mut self) -> Outbox {
+        self.workers.keys().map(|&k| (k, message(master_message::Body::Release(proto::Release {})))).collect()
+    }
+
+    /// Stops the run: the current phase and every later one fail with `reason`.
+    pub fn abort(&mut self, reason: String) -> Outbox {
+        self.aborted = Some(reason.clone());
+        self.fail(reason);
+        Outbox::new()
+    }
+
+    fn fail(&mut self, error: String) {
+        if let Some(phase) = self.phase.take() {
+            let _ = phase.reply.send(Err(error));
+        }
+        self.running.clear();
+        for w in self.workers.values_mut() {
+            w.running = 0;
+        }
+    }
+
+    fn running_shards(&self, worker: WorkerKey) -> BTreeSet<u32> {
+        self.running
+            .values()
+            .filter_map(|r| match r.task {
+                Task::Shard(s) if r.worker == worker => Some(s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Gives up `worker`'s ownership of `shard`; the next owner fetches the state from it.
+    fn hand_over(&mut self, shard: u32, worker: WorkerKey) {
+        self.move_pending(shard, None);
+        self.owner[shard as usize] = None;
+        self.prior[shard as usize] = Some(worker);
+        self.counters.handovers += 1;
+    }
+
+    /// Files a pending item of `shard` under its new owner.
+    fn move_pending(&mut self, shard: u32, to: Option<WorkerKey>) {
+        let from = self.owner[shard as usize];
+        if let Some(phase) = &mut self.phase
+            && phase.pending.get_mut(&from).is_some_and(|s| s.remove(&shard))
+        {
+            phase.pending.entry(to).or_default().insert(shard);
+        }
+    }
+
+    fn requeue(&mut self, task: Task) {
+        let Some(phase) = &mut self.phase else { return };
+        match task {
+            Task::Shard(shard) => {
+                phase.pending.entry(self.owner[shard as usize]).or_default().insert(shard);
+            }
+            Task::Range(range) if phase.aggregating => {
+                phase.pending_ranges.insert(range);
+            }
+            Task::Range(_) => {}
+        }
+    }
+
+    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8]) {
+        let Some(phase) = &mut self.phase else { return };
+        match task {
+            Task::Shard(shard) => {
+                self.prior[shard as usize] = None;
+                match phase.collect {
+                    Collect::Nothing => {}
+                    Collect::Sums(_) => phase.sums.add(&ExactSums { sums: super::wire::i128s(sums) }),
+                    Collect::Aggregated(_) => {
+                        phase.computed.insert(shard, worker);
+                    }
+                }
+                if self.workers.get(&worker).is_some_and(|w| w.draining) {
+                    self.hand_over(shard, worker);
+                }
+            }
+            Task::Range(range) => {
+                let values = super::wire::i128s(sums);
+                let half = values.len() / 2;
+                phase.ranges.insert(range, (values[..half].to_vec(), values[half..].to_vec()));
+            }
+        }
+    }
+
+    /// Moves a finished compute stage on to aggregation, or hands a finished phase's
+    /// result to the algorithm.
+    fn finish_if_done(&mut self) -> Outbox {
+        let Some(phase) = &mut self.phase else { return Outbox::new() };
+        let busy = self.running.values().any(|r| matches!(r.task, Task::Shard(_)));
+        if busy || phase.pending.values().any(|s| !s.is_empty()) {
+            return Outbox::new();
+        }
+        if let Collect::Aggregated(features) = phase.collect {
+            if !phase.aggregating {
+                phase.aggregating = true;
+                phase.pending_ranges = (0..features.div_ceil(RANGE_FEATURES).max(1)).collect();
+                return Outbox::new();
+            }
+            if !phase.pending_ranges.is_empty() || self.running.values().any(|r| matches!(r.task, Task::Range(_))) {
+                return Outbox::new();
+            }
+        }
+        let phase = self.phase.take().expect("checked above");
+        let output = match phase.collect {
+            Collect::Nothing => PhaseOutput::Done,
+            Collect::Sums(_) => PhaseOutput::Sums(phase.sums),
+            Collect::Aggregated(_) => {
+                let (mut g, mut h) = (Vec::new(), Vec::new());
+                for (_, (rg, rh)) in phase.ranges {
+                    g.extend(rg);
+                    h.extend(rh);
+                }
+                PhaseOutput::Statistics(ExactSums { sums: g }, ExactSums { sums: h })
+            }
+        };
+        let _ = phase.reply.send(Ok(output));
+        Outbox::new()
+    }
+
+    /// Releases draining workers nothing depends on any more.
+    fn release_drained(&mut self) -> Outbox {
+        let releasable: Vec<WorkerKey> = self
+            .workers
+            .iter()
+            .filter(|&(&k, w)| {
+                w.draining
+                    && w.running == 0
+                    && !self.owner.contains(&Some(k))
+                    && !self.prior.contains(&Some(k))
+                    && !self.phase.as_ref().is_some_and(|p| {
+                        matches!(p.collect, Collect::Aggregated(_)) && p.computed.values().any(|&h| h == k)
+                    })
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        releasable
+            .into_iter()
+            .map(|k| {
+                self.workers.remove(&k);
+                (k, message(master_message::Body::Release(proto::Release {})))
+            })
+            .collect()
+    }
+
+    /// Fills every worker's free capacity: its own shards first, then shards nobody owns,
+    /// then shards stolen from owners with more pending items than free capacity.
+    fn assign(&mut self) -> Outbox {
+        let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
+        let keys: Vec<WorkerKey> = self.workers.keys().copied().collect();
+        'workers: for key in keys {
+            loop {
+                let slot = &self.workers[&key];
+                if slot.draining || slot.running >= slot.capacity {
+                    continue 'workers;
+                }
+                let Some((task, prior)) = self.next_task(key) else { continue 'workers };
+                let phase = self.phase.as_ref().expect("next_task found a phase");
+                let item = self.next_item;
+                self.next_item += 1;
+                let kind = match task {
+                    Task::Shard(shard) => work_item::Kind::Shard(proto::ShardItem {
+                        shard,
+                        prior_owner: prior
+                            .and_then(|p| self.workers.get(&p))
+                            .map(|w| w.address.clone())
+                            .unwrap_or_default(),
+                    }),
+                    Task::Range(range) => {
+                        let features = match phase.collect {
+                            Collect::Aggregated(f) => f,
+                            _ => 0,
+                        };
+                        let mut sources: BTreeMap<WorkerKey, Vec<u32>> = BTreeMap::new();
+                        for (&shard, &holder) in &phase.computed {
+                            sources.entry(holder).or_default().push(shard);
+                        }
+                        work_item::Kind::Aggregate(proto::AggregateItem {
+                            begin: (range * RANGE_FEATURES) as u32,
+                            end: ((range + 1) * RANGE_FEATURES).min(features) as u32,
+                            sources: sources
+                                .into_iter()
+                                .map(|(k, shards)| proto::Source {
+                                    address: self.workers.get(&k).map(|w| w.address.clone()).unwrap_or_default(),
+                                    shards,
+                                })
+                                .collect(),
+                        })
+                    }
+                };
+                let assignment = assignments.entry(key).or_default();
+                let slot = self.workers.get_mut(&key).expect("exists");
+                if slot.phase_sent != phase.description.id {
+                    slot.phase_sent = phase.description.id;
+                    assignment.phases.push(phase.description.clone());
+                }
+                slot.running += 1;
+                assignment.items.push(proto::WorkItem { id: item, phase: phase.description.id, kind: Some(kind) });
+                self.running.insert(item, Running { worker: key, task });
+            }
+        }
+        assignments.into_iter().map(|(k, a)| (k, message(master_message::Body::Assignment(a)))).collect()
+    }
+
+    /// The next task for `worker`, and the worker to fetch the shard's state from.
+    fn next_task(&mut self, worker: WorkerKey) -> Option<(Task, Option<WorkerKey>)> {
+        let phase = self.phase.as_mut()?;
+        if phase.aggregating {
+            return phase.pending_ranges.pop_first().map(|r| (Task::Range(r), None));
+        }
+        if let Some(shard) = phase.pending.get_mut(&Some(worker)).and_then(BTreeSet::pop_first) {
+            return Some((Task::Shard(shard), None));
+        }
+        let shard = if let Some(shard) = phase.pending.get_mut(&None).and_then(BTreeSet::pop_first) {
+            shard
+        } else {
+            // Steal from the owner whose backlog exceeds its free capacity the most.
+            let workers = &self.workers;
+            let victim = phase
+                .pending
+                .iter()
+                .filter_map(|(&o, s)| {
+                    let o = o?;
+                    let free = workers.get(&o).map_or(0, |w| w.capacity.saturating_sub(w.running));
+                    (s.len() > free).then_some((s.len() - free, o))
+                })
+                .max()?
+                .1;
+            self.counters.steals += 1;
+            let shard = phase.pending.get_mut(&Some(victim))?.pop_last()?;
+            self.prior[shard as usize] = Some(victim);
+            shard
+        };
+        let prior = self.prior[shard as usize];
+        self.owner[shard as usize] = Some(worker);
+        Some((Task::Shard(shard), prior))
+    }
+}
+
+fn message(body: master_message::Body) -> proto::MasterMessage {
+    proto::MasterMessage { body: Some(body) }
+}
