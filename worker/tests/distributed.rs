@@ -1,0 +1,215 @@
+//! The distributed runtime end to end: real `linea master` and `linea worker` processes on
+//! loopback, real data. The model must be the same bytes whatever the worker count and
+//! whatever happens to the processes. Waits are on observable state (the master's status,
+//! process exits), never on time.
+
+mod common;
+
+use common::data;
+use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
+use linea_worker::runtime::client;
+use linea_worker::runtime::proto::StatusReply;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "test-secret-0123456789abcdef";
+
+fn linea(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
+    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET);
+    command
+}
+
+fn ok(args: &[&str]) {
+    let out = linea(args).output().unwrap();
+    assert!(out.status.success(), "linea {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn path(dir: &Path, name: &str) -> String {
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+fn prepare(dir: &Path, input: &str, format: &str, rows_per_shard: &str) -> String {
+    let grid = path(dir, "grid");
+    ok(&["prepare", "--input", &data(input), "--format", format, "--output", &grid, "--rows-per-shard", rows_per_shard]);
+    grid
+}
+
+/// Trains with `extra` arguments and returns the model's bytes.
+fn train(dir: &Path, grid: &str, name: &str, extra: &[&str]) -> Vec<u8> {
+    let model = path(dir, name);
+    let mut args = vec!["train", "--data", grid, "--model", &model];
+    args.extend_from_slice(extra);
+    ok(&args);
+    std::fs::read(&model).unwrap()
+}
+
+#[test]
+fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
+    let sets = [
+        // Pure blocks, logistic loss: statistics aggregation and the coarse step.
+        ("a9a/a9a.train.libsvm", "libsvm", "logistic", "2000"),
+        // An impure (set-valued) block, squared loss: the line-search phases too.
+        ("movielens-100k/ratings.vw", "vw", "squared", "6000"),
+    ];
+    for (input, format, loss, rows) in sets {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = prepare(dir.path(), input, format, rows);
+        let local = train(dir.path(), &grid, "local", &["--loss", loss, "--threads", "2"]);
+        for workers in ["1", "2", "3", "5"] {
+            let distributed = train(dir.path(), &grid, workers, &["--loss", loss, "--workers", workers, "--threads", "2"]);
+            assert!(distributed == local, "{input}: {workers} workers gave another model than one process");
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Cluster {
+    master_url: String,
+    secret: JobSecret,
+}
+
+impl Cluster {
+    fn status(&self) -> Option<StatusReply> {
+        client::status(&self.master_url, &self.secret).ok()
+    }
+
+    /// Polls the master's status until `done` holds.
+    fn wait_for(&self, what: &str, done: impl Fn(&StatusReply) -> bool) -> StatusReply {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Some(status) = self.status().filter(|s| done(s)) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; last status {:?}", self.status());
+            // A poll interval, not a synchronisation: the condition is checked again.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn worker(&self) -> Child {
+        linea(&["worker", "--master", &self.master_url, "--threads", "1"]).stdout(Stdio::null()).spawn().unwrap()
+    }
+}
+
+/// Index of the first of `children` to exit.
+fn first_exit(children: &mut [Child]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(i) = children.iter_mut().position(|c| c.try_wait().unwrap().is_some()) {
+            return i;
+        }
+        assert!(Instant::now() < deadline, "no process exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(child: &Child) {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+}
+
+#[test]
+fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    // A fixed number of epochs (tolerance 0) keeps the run long enough to disturb.
+    let params = ["--epochs", "300", "--tolerance", "0"];
+    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
+
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let master_args =
+        [&["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint], &params[..]]
+            .concat();
+    let start_master = |log: &str| {
+        let log = std::fs::File::create(path(dir.path(), log)).unwrap();
+        // Not --quiet: the log must say whether it resumed.
+        let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
+        master.args(&master_args).env(SECRET_ENV, SECRET);
+        master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+    };
+    let cluster = Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap() };
+    let mut master = start_master("master-1.log");
+    let mut workers: Vec<Child> = (0..4).map(|_| cluster.worker()).collect();
+    let s = cluster.wait_for("4 workers at work", |s| s.workers_active == 4 && s.iteration >= 300);
+
+    // Preemption: SIGTERM -> the worker hands its shards over and exits 0.
+    sigterm(&workers[0]);
+    assert!(workers[0].wait().unwrap().success(), "a SIGTERMed worker exits 0");
+    let s = cluster.wait_for("progress after SIGTERM", |t| t.workers_active == 3 && t.iteration >= s.iteration + 300);
+    assert_eq!(s.workers_lost, 0, "a drained worker is not lost");
+
+    // Drain through the master's API.
+    let drained = s.workers[0].worker_id.clone();
+    assert!(client::drain(&cluster.master_url, &cluster.secret, &drained).unwrap(), "the master knows {drained}");
+    let s = cluster.wait_for("progress after a drain", |t| {
+        t.workers_active == 2 && t.workers.iter().all(|w| w.worker_id != drained) && t.iteration >= s.iteration + 300
+    });
+    let gone = first_exit(&mut workers[1..4]) + 1;
+    assert!(workers[gone].wait().unwrap().success(), "a drained worker exits 0");
+    assert!((1..4).filter(|&i| i != gone).all(|i| workers[i].try_wait().unwrap().is_none()), "only it exits");
+    let alive: Vec<usize> = (1..4).filter(|&i| i != gone).collect();
+
+    // Failure: kill -9 -> only its predictions are lost; others rebuild them.
+    workers[alive[0]].kill().unwrap();
+    workers[alive[0]].wait().unwrap();
+    let s = cluster.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.iteration >= s.iteration + 300);
+
+    // A new worker joins and takes shards.
+    workers.push(cluster.worker());
+    let s = cluster.wait_for("the new worker at work", |t| {
+        t.workers_active == 2 && t.workers.iter().all(|w| w.shards > 0) && t.iteration >= s.iteration + 100
+    });
+    assert!(s.phase == "training", "the run is still going: {s:?}");
+
+    // The master dies and comes back; workers reconnect by themselves.
+    master.kill().unwrap();
+    master.wait().unwrap();
+    let mut master = start_master("master-2.log");
+    let status = master.wait().unwrap();
+    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
+    assert!(status.success(), "the restarted master finishes: {log}");
+    let resumed = log.lines().find_map(|l| l.strip_prefix("resuming from checkpoint: epoch ")).expect(&log);
+    assert!(resumed != "0, iteration 0", "the restarted master resumed mid-run, not from the start: {log}");
+    for i in [alive[1], workers.len() - 1] {
+        assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
+    }
+    assert!(std::fs::read(&model).unwrap() == reference, "the disturbed run's model differs from the undisturbed one");
+}
+
+#[test]
+fn a_worker_without_the_job_secret_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let model = path(dir.path(), "model");
+    let mut master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cluster = Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap() };
+    cluster.wait_for("the master to listen", |s| s.phase == "training");
+
+    let intruder = "wrong-secret-0123456789abcdef";
+    let out = linea(&["worker", "--master", &listen]).env(SECRET_ENV, intruder).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused: wrong or missing job secret"), "{stderr}");
+    assert!(!stderr.contains(intruder) && !stderr.contains(SECRET), "no secret in messages: {stderr}");
+    let wrong = JobSecret::new(intruder).unwrap();
+    let refused = client::status(&cluster.master_url, &wrong).unwrap_err().to_string();
+    assert!(refused.contains("refused"), "{refused}");
+    assert_eq!(cluster.status().unwrap().workers_active, 0, "the intruder never joined");
+
+    // With the secret, a worker joins and the job completes.
+    let mut worker = cluster.worker();
+    assert!(master.wait().unwrap().success());
+    assert!(worker.wait().unwrap().success());
+    assert!(Path::new(&model).exists());
+}
