@@ -318,6 +318,108 @@ impl Executor for RemoteExecutor {
     }
 }
 
+/// What workers and status callers are told about the job.
+pub struct Job {
+    pub data: String,
+    pub loss: Loss,
+    pub model: String,
+    pub max_epochs: u32,
+}
+
+/// A master's gRPC server on its own tokio runtime, fed phases by [`RemoteExecutor`]s.
+pub struct Server {
+    pub address: SocketAddr,
+    hub: Arc<Hub>,
+    features: Vec<usize>,
+    loss: Loss,
+    runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+}
+
+impl Server {
+    /// Listens on `listen` for the workers of a grid with `shards` row shards and blocks
+    /// of `features` features; the shard state starts at `version` with `scd`'s parameters.
+    pub fn start(
+        listen: &str,
+        secret: &JobSecret,
+        shards: usize,
+        features: Vec<usize>,
+        job: Job,
+        scd: &Scd,
+        version: u64,
+    ) -> Result<Server> {
+        let hub = Arc::new(Hub {
+            state: Mutex::new((Scheduler::new(shards), HashMap::new())),
+            mirror: RwLock::new(Mirror {
+                version,
+                theta: scd.state.theta.clone(),
+                snapshots: scd.state.history.clone(),
+            }),
+            status: Mutex::new(RunStatus {
+                phase: "training",
+                epoch: scd.state.epoch,
+                iteration: 0,
+                objective: scd.state.objectives.last().copied().unwrap_or(f64::NAN),
+                examples_per_second: 0.0,
+                error: String::new(),
+            }),
+            job: proto::JobInfo {
+                data: job.data,
+                loss: job.loss.name().to_string(),
+                session: format!("{:016x}", rand::random::<u64>()),
+            },
+            max_epochs: job.max_epochs,
+            model: job.model,
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("linea-master-io")
+            .enable_all()
+            .build()
+            .map_err(LineaError::io("tokio runtime"))?;
+        let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
+        let address = listener.local_addr().map_err(LineaError::io(listen))?;
+        tracing::info!(%address, "master listening");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let service = tonic::service::interceptor::InterceptedService::new(
+            proto::master_server::MasterServer::new(Service { hub: hub.clone() })
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+            secret.check(),
+        );
+        let task = runtime.spawn(
+            tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(10)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+                .add_service(service)
+                .serve_with_incoming_shutdown(super::incoming(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        Ok(Server { address, hub, features, loss: job.loss, runtime, stop, task })
+    }
+
+    pub fn executor(&self) -> RemoteExecutor {
+        RemoteExecutor { hub: self.hub.clone(), loss: self.loss, features: self.features.clone(), next_block: None }
+    }
+
+    /// Releases every worker and stops serving. Released workers hang up at once; one
+    /// that does not is not waited for long.
+    pub fn shutdown(self) {
+        self.hub.dispatch(Scheduler::release_all);
+        let _ = self.stop.send(());
+        let task = self.task;
+        let _ = self.runtime.block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+        self.runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+
+    /// Scheduler counters (benchmarks read them).
+    pub fn counters(&self) -> super::scheduler::Counters {
+        self.hub.state.lock().expect("hub lock").0.counters
+    }
+}
+
 /// Identifies a run: a checkpoint is resumed only by the same data and parameters.
 fn fingerprint(config: &ScdConfig, layout: &Layout) -> String {
     let manifest = serde_json::to_vec(&layout.manifest).expect("serializes");
@@ -365,59 +467,12 @@ pub fn run(
             }
         }
     }
-    let hub = Arc::new(Hub {
-        state: Mutex::new((Scheduler::new(layout.manifest.shards.len()), HashMap::new())),
-        mirror: RwLock::new(Mirror { version, theta: scd.state.theta.clone(), snapshots: scd.state.history.clone() }),
-        status: Mutex::new(RunStatus {
-            phase: "training",
-            epoch: scd.state.epoch,
-            iteration: 0,
-            objective: scd.state.objectives.last().copied().unwrap_or(f64::NAN),
-            examples_per_second: 0.0,
-            error: String::new(),
-        }),
-        job: proto::JobInfo {
-            data: train.data.clone(),
-            loss: train.loss.name().to_string(),
-            session: format!("{:016x}", rand::random::<u64>()),
-        },
-        max_epochs: train.epochs,
-        model: train.model.clone(),
-    });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("linea-master-io")
-        .enable_all()
-        .build()
-        .map_err(LineaError::io("tokio runtime"))?;
-    let listener =
-        runtime.block_on(tokio::net::TcpListener::bind(&options.listen)).map_err(LineaError::io(&options.listen))?;
-    let address = listener.local_addr().map_err(LineaError::io(&options.listen))?;
-    tracing::info!(%address, "master listening");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let service = tonic::service::interceptor::InterceptedService::new(
-        proto::master_server::MasterServer::new(Service { hub: hub.clone() })
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        options.secret.check(),
-    );
-    let server = runtime.spawn(
-        tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(Duration::from_secs(10)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-            .add_service(service)
-            .serve_with_incoming_shutdown(super::incoming(listener), async {
-                let _ = stopped.await;
-            }),
-    );
-    on_listening(address, AbortHandle(hub.clone()));
-
-    let mut executor = RemoteExecutor {
-        hub: hub.clone(),
-        loss: train.loss,
-        features: layout.shapes.iter().map(|s| s.features).collect(),
-        next_block: None,
-    };
+    let job = Job { data: train.data.clone(), loss: train.loss, model: train.model.clone(), max_epochs: train.epochs };
+    let features = layout.shapes.iter().map(|s| s.features).collect();
+    let server = Server::start(&options.listen, &options.secret, layout.manifest.shards.len(), features, job, &scd, version)?;
+    on_listening(server.address, AbortHandle(server.hub.clone()));
+    let hub = server.hub.clone();
+    let mut executor = server.executor();
     let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
     let rows = sizes.0;
     let outcome = train::drive(
@@ -458,10 +513,6 @@ pub fn run(
             s.error = e.to_string();
         }
     });
-    hub.dispatch(Scheduler::release_all);
-    let _ = stop.send(());
-    // Released workers hang up at once; a worker that does not is not waited for long.
-    let _ = runtime.block_on(async { tokio::time::timeout(Duration::from_secs(5), server).await });
-    runtime.shutdown_timeout(Duration::from_secs(1));
+    server.shutdown();
     outcome
 }

@@ -521,3 +521,169 @@ impl Scheduler {
 fn message(body: master_message::Body) -> proto::MasterMessage {
     proto::MasterMessage { body: Some(body) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc::{Receiver, channel};
+
+    fn loss_phase() -> proto::Phase {
+        proto::Phase { id: 0, version: 0, kind: Some(proto::phase::Kind::Loss(proto::LossSum {})) }
+    }
+
+    /// Items sent, by worker: (item id, shard or range start).
+    fn items(outbox: &Outbox) -> Vec<(WorkerKey, u64, work_item::Kind)> {
+        outbox
+            .iter()
+            .filter_map(|(k, m)| match &m.body {
+                Some(master_message::Body::Assignment(a)) => Some((k, a)),
+                _ => None,
+            })
+            .flat_map(|(&k, a)| a.items.iter().map(move |i| (k, i.id, i.kind.clone().unwrap())))
+            .collect()
+    }
+
+    fn done(item: u64, value: i128) -> proto::ItemResult {
+        proto::ItemResult { item, sums: super::super::wire::from_i128s(&[value]), ..Default::default() }
+    }
+
+    fn shard_of(kind: &work_item::Kind) -> u32 {
+        match kind {
+            work_item::Kind::Shard(s) => s.shard,
+            other => panic!("not a shard item: {other:?}"),
+        }
+    }
+
+    /// Completes every item in `pending` (and whatever they lead to) with value shard + 1.
+    fn run_all(s: &mut Scheduler, mut pending: Vec<(WorkerKey, u64, work_item::Kind)>) {
+        while let Some((worker, id, kind)) = pending.pop() {
+            let value = match &kind {
+                work_item::Kind::Shard(item) => item.shard as i128 + 1,
+                work_item::Kind::Aggregate(_) => 0,
+            };
+            pending.extend(items(&s.complete(worker, vec![done(id, value)])));
+        }
+    }
+
+    fn start(s: &mut Scheduler, collect: Collect) -> (Receiver<PhaseResult>, Vec<(WorkerKey, u64, work_item::Kind)>) {
+        let (reply, result) = channel();
+        let sent = items(&s.start_phase(loss_phase(), collect, reply));
+        (result, sent)
+    }
+
+    #[test]
+    fn every_shard_is_computed_once_and_sums_are_exact_whoever_ran_what() {
+        let mut s = Scheduler::new(10);
+        let (a, _) = s.join("a".into(), "http://a".into(), 2);
+        let (b, _) = s.join("b".into(), "http://b".into(), 3);
+        let (result, sent) = start(&mut s, Collect::Sums(1));
+        assert_eq!(sent.len(), 5, "each worker filled to its capacity");
+        assert!(sent.iter().filter(|i| i.0 == a).count() == 2 && sent.iter().filter(|i| i.0 == b).count() == 3);
+        run_all(&mut s, sent);
+        let expected: i128 = (1..=10).sum();
+        assert_eq!(result.try_recv().unwrap(), Ok(PhaseOutput::Sums(ExactSums { sums: vec![expected] })));
+        // Next phase: shards go back to the workers that own them.
+        let owned: Vec<Option<WorkerKey>> = s.owner.clone();
+        let (_, sent) = start(&mut s, Collect::Sums(1));
+        assert!(sent.iter().all(|(w, _, k)| owned[shard_of(k) as usize] == Some(*w)));
+    }
+
+    #[test]
+    fn a_lost_worker_s_items_are_redone_by_others() {
+        let mut s = Scheduler::new(6);
+        let (a, _) = s.join("a".into(), "http://a".into(), 3);
+        let (b, _) = s.join("b".into(), "http://b".into(), 3);
+        let (result, sent) = start(&mut s, Collect::Sums(1));
+        let (on_a, on_b): (Vec<_>, Vec<_>) = sent.into_iter().partition(|i| i.0 == a);
+        let redone = items(&s.lose(a));
+        assert!(redone.is_empty(), "b is full until it completes something");
+        assert_eq!(s.counters.workers_lost, 1);
+        let mut pending = on_b;
+        // Results of the lost worker arriving late are ignored.
+        assert!(items(&s.complete(a, vec![done(on_a[0].1, 1000)])).is_empty());
+        let first = pending.pop().unwrap();
+        let next = items(&s.complete(b, vec![done(first.1, shard_of(&first.2) as i128 + 1)]));
+        assert!(next.iter().all(|i| i.0 == b));
+        pending.extend(next);
+        run_all(&mut s, pending);
+        assert_eq!(result.try_recv().unwrap(), Ok(PhaseOutput::Sums(ExactSums { sums: vec![21] })));
+        assert!(s.owner.iter().all(|&o| o == Some(b)));
+    }
+
+    #[test]
+    fn statistics_are_aggregated_by_ranges_and_redone_when_a_holder_is_lost() {
+        let mut s = Scheduler::new(4);
+        let (a, _) = s.join("a".into(), "http://a".into(), 2);
+        let (b, _) = s.join("b".into(), "http://b".into(), 2);
+        let features = RANGE_FEATURES * 2 + 5;
+        let (result, sent) = start(&mut s, Collect::Aggregated(features));
+        let mut ranges = Vec::new();
+        for (w, id, _) in sent {
+            ranges.extend(items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }])));
+        }
+        assert_eq!(ranges.len(), 3, "ceil(features / RANGE_FEATURES) ranges");
+        let work_item::Kind::Aggregate(first) = &ranges[0].2 else { panic!("a range") };
+        let sources: Vec<usize> = first.sources.iter().map(|s| s.shards.len()).collect();
+        assert_eq!(sources, [2, 2], "each holder lists the shards it computed");
+        // b vanishes before the aggregation is done: its shards are recomputed by a, and
+        // every range is summed again from the new holders.
+        let redo = items(&s.lose(b));
+        assert!(redo.iter().all(|(w, _, k)| *w == a && matches!(k, work_item::Kind::Shard(_))));
+        assert!(result.try_recv().is_err(), "no result from a half-lost phase");
+        let mut next = Vec::new();
+        for (w, id, _) in redo.into_iter().chain(ranges.into_iter().filter(|r| r.0 == a)) {
+            next.extend(items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }])));
+        }
+        let ranges: Vec<_> = next.into_iter().filter(|i| matches!(i.2, work_item::Kind::Aggregate(_))).collect();
+        let work_item::Kind::Aggregate(range) = &ranges[0].2 else { panic!("a range") };
+        assert_eq!(range.sources.len(), 1, "a holds everything now");
+        assert_eq!(range.sources[0].shards.len(), 4);
+        let mut pending = ranges;
+        while let Some((w, id, kind)) = pending.pop() {
+            let work_item::Kind::Aggregate(r) = kind else { continue };
+            let n = (r.end - r.begin) as usize;
+            let sums = super::super::wire::from_i128s(&vec![1; 2 * n]);
+            pending.extend(items(&s.complete(w, vec![proto::ItemResult { item: id, sums, ..Default::default() }])));
+        }
+        let Ok(PhaseOutput::Statistics(g, h)) = result.try_recv().unwrap() else { panic!("statistics") };
+        assert_eq!((g.sums.len(), h.sums.len()), (features, features));
+    }
+
+    #[test]
+    fn a_draining_worker_hands_its_shards_over_and_is_released_after() {
+        let mut s = Scheduler::new(4);
+        let (a, _) = s.join("a".into(), "http://a".into(), 4);
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        run_all(&mut s, sent);
+        let (b, _) = s.join("b".into(), "http://b".into(), 4);
+        let out = s.drain(a);
+        assert!(out.iter().any(|(k, m)| *k == a && matches!(m.body, Some(master_message::Body::Drain(_)))));
+        assert!(!out.iter().any(|(_, m)| matches!(m.body, Some(master_message::Body::Release(_)))), "not yet");
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        assert_eq!(sent.len(), 4);
+        for (w, _, kind) in &sent {
+            let work_item::Kind::Shard(item) = kind else { panic!("shard") };
+            assert_eq!((*w, item.prior_owner.as_str()), (b, "http://a"), "b fetches each shard's state from a");
+        }
+        let (last, rest) = sent.split_last().unwrap();
+        run_all(&mut s, rest.to_vec());
+        let out = s.complete(last.0, vec![done(last.1, 0)]);
+        assert!(out.iter().any(|(k, m)| *k == a && matches!(m.body, Some(master_message::Body::Release(_)))));
+        assert_eq!(s.counters.workers_lost, 0);
+    }
+
+    #[test]
+    fn an_idle_worker_steals_from_a_backlogged_owner() {
+        let mut s = Scheduler::new(8);
+        let (a, _) = s.join("a".into(), "http://a".into(), 2);
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        run_all(&mut s, sent);
+        assert!(s.owner.iter().all(|&o| o == Some(a)));
+        let (b, _) = s.join("b".into(), "http://b".into(), 2);
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        let stolen: Vec<_> = sent.iter().filter(|i| i.0 == b).collect();
+        assert_eq!(stolen.len(), 2, "b takes work a cannot start yet");
+        assert!(stolen.iter().all(|(_, _, k)| matches!(k, work_item::Kind::Shard(i) if i.prior_owner == "http://a")));
+        assert_eq!(s.counters.steals, 2);
+    }
+}
