@@ -32,7 +32,17 @@ fn path(dir: &Path, name: &str) -> String {
 
 fn prepare(dir: &Path, input: &str, format: &str, rows_per_shard: &str) -> String {
     let grid = path(dir, "grid");
-    ok(&["prepare", "--input", &data(input), "--format", format, "--output", &grid, "--rows-per-shard", rows_per_shard]);
+    ok(&[
+        "prepare",
+        "--input",
+        &data(input),
+        "--format",
+        format,
+        "--output",
+        &grid,
+        "--rows-per-shard",
+        rows_per_shard,
+    ]);
     grid
 }
 
@@ -58,7 +68,8 @@ fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
         let grid = prepare(dir.path(), input, format, rows);
         let local = train(dir.path(), &grid, "local", &["--loss", loss, "--threads", "2"]);
         for workers in ["1", "2", "3", "5"] {
-            let distributed = train(dir.path(), &grid, workers, &["--loss", loss, "--workers", workers, "--threads", "2"]);
+            let distributed =
+                train(dir.path(), &grid, workers, &["--loss", loss, "--workers", workers, "--threads", "2"]);
             assert!(distributed == local, "{input}: {workers} workers gave another model than one process");
         }
     }
@@ -123,9 +134,11 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let master_args =
-        [&["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint], &params[..]]
-            .concat();
+    let master_args = [
+        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
+        &params[..],
+    ]
+    .concat();
     let start_master = |log: &str| {
         let log = std::fs::File::create(path(dir.path(), log)).unwrap();
         // Not --quiet: the log must say whether it resumed.

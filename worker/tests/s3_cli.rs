@@ -57,7 +57,7 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The reference run on a local folder: model bytes, and `eval` on the grid and the test file.
+/// The reference run on a local folder, in one process: model bytes, and `eval` on the grid and the test file.
 struct Reference {
     model: Vec<u8>,
     manifest: Vec<u8>,
@@ -95,7 +95,8 @@ fn run_on_s3(endpoint: &str, prefix: &str, extra: &[(&str, &str)]) -> (String, S
     let train = data("a9a/a9a.train.libsvm");
     let commands: [&[&str]; 3] = [
         &["prepare", "--input", &train, "--format", "libsvm", "--output", &grid, "--rows-per-shard", ROWS_PER_SHARD],
-        &["train", "--data", &grid, "--model", &model, "--threads", "2"],
+        // Several workers: a master here and two worker processes, all reading S3.
+        &["train", "--data", &grid, "--model", &model, "--threads", "2", "--workers", "2"],
         &["eval", "--model", &model, "--data", &grid],
     ];
     let outputs = commands.map(|args| {
@@ -241,4 +242,93 @@ fn a_flipped_byte_is_caught_by_its_checksum_and_never_trained_on() {
         "{stderr}"
     );
     assert!(!server.object_path("bad/a9a.model").exists(), "a model was written from corrupt data");
+}
+
+#[test]
+fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_back() {
+    use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
+    use linea_worker::runtime::client;
+    let dir = tempfile::tempdir().unwrap();
+    let train = data("a9a/a9a.train.libsvm");
+    // A fixed number of epochs (tolerance 0), long enough to stop the server mid-run.
+    let params = ["--epochs", "300", "--tolerance", "0"];
+    let local_grid = dir.path().join("grid").to_string_lossy().into_owned();
+    let local_model = dir.path().join("model").to_string_lossy().into_owned();
+    ok(
+        &["prepare", "--input", &train, "--format", "libsvm", "--output", &local_grid, "--rows-per-shard", "2000"],
+        None,
+        &[],
+    );
+    ok(&[&["train", "--data", &local_grid, "--model", &local_model][..], &params].concat(), None, &[]);
+
+    let mut server = S3Server::start();
+    let endpoint = server.endpoint();
+    let grid = format!("s3://{BUCKET}/resume/grid");
+    let model = format!("s3://{BUCKET}/resume/a9a.model");
+    let checkpoint = format!("s3://{BUCKET}/resume/checkpoint");
+    ok(
+        &["prepare", "--input", &train, "--format", "libsvm", "--output", &grid, "--rows-per-shard", "2000"],
+        Some(&endpoint),
+        &[],
+    );
+    let secret = "s3-resume-test-secret-0123456789";
+    let listen =
+        format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let master_url = format!("http://{listen}");
+    let env = [(SECRET_ENV, secret), ("LINEA_S3_ATTEMPTS", "3")];
+    let spawn = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
+        command.args(args).envs([
+            ("AWS_ENDPOINT_URL", endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ]);
+        command.envs(env).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    let master_args = [
+        &["master", "--data", &grid, "--model", &model, "--checkpoint", &checkpoint, "--listen", &listen][..],
+        &params,
+    ]
+    .concat();
+    let worker_args = ["worker", "--master", &listen, "--threads", "1"];
+    let master = spawn(&master_args);
+    let workers = [spawn(&worker_args), spawn(&worker_args)];
+    let secret = JobSecret::new(secret).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while client::status(&master_url, &secret).map_or(true, |s| s.epoch < 5) {
+        assert!(Instant::now() < deadline, "the run never reached epoch 5");
+        std::thread::sleep(Duration::from_millis(20)); // poll interval
+    }
+
+    // The server goes away: the master's next checkpoint write fails after its retries.
+    server.stop();
+    let out = master.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: {checkpoint}/")) && stderr.contains("gave up after 3 attempts"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(SECRET_KEY) && !stderr.contains(secret.expose()), "{stderr}");
+    for worker in workers {
+        assert!(worker.wait_with_output().unwrap().status.success(), "workers are released");
+    }
+
+    // The server is back: a new master resumes where the checkpoint says, and the model is
+    // the one an undisturbed run makes.
+    server.restart();
+    let master = spawn(&master_args);
+    let workers = [spawn(&worker_args), spawn(&worker_args)];
+    let out = master.wait_with_output().unwrap();
+    let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{log}");
+    let resumed = log.lines().find_map(|l| l.strip_prefix("resuming from checkpoint: epoch ")).expect(&log);
+    let epoch: u32 = resumed.split(',').next().unwrap().parse().unwrap();
+    assert!(epoch >= 5, "resumed at epoch {epoch}, not from the last checkpoint");
+    for worker in workers {
+        assert!(worker.wait_with_output().unwrap().status.success());
+    }
+    assert!(std::fs::read(server.object_path("resume/a9a.model")).unwrap() == std::fs::read(&local_model).unwrap());
 }

@@ -469,7 +469,8 @@ pub fn run(
     }
     let job = Job { data: train.data.clone(), loss: train.loss, model: train.model.clone(), max_epochs: train.epochs };
     let features = layout.shapes.iter().map(|s| s.features).collect();
-    let server = Server::start(&options.listen, &options.secret, layout.manifest.shards.len(), features, job, &scd, version)?;
+    let server =
+        Server::start(&options.listen, &options.secret, layout.manifest.shards.len(), features, job, &scd, version)?;
     on_listening(server.address, AbortHandle(server.hub.clone()));
     let hub = server.hub.clone();
     let mut executor = server.executor();

@@ -119,7 +119,11 @@ impl WorkerCore {
         };
         let mut grid = self.grid.lock().expect("grid lock");
         if grid.as_ref().is_none_or(|g| g.location != job.data || g.loss != loss) {
-            *grid = Some(Arc::new(Grid::open(&job.data, loss, self.options.cache_bytes)?));
+            // Storage clients block on their own runtime; that must happen off this one.
+            tokio::task::block_in_place(|| -> Result<()> {
+                *grid = Some(Arc::new(Grid::open(&job.data, loss, self.options.cache_bytes)?));
+                Ok(())
+            })?;
             self.shards.lock().expect("shards lock").clear();
         }
         *self.session.lock().expect("session lock") = job.session.clone();

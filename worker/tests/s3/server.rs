@@ -42,26 +42,15 @@ impl S3Server {
         install();
         let root = tempfile::tempdir().expect("a temporary folder");
         std::fs::create_dir(root.path().join(BUCKET)).expect("the bucket folder");
-        let mut child = Command::new(script())
-            .arg("run")
-            .arg(root.path())
-            .arg("0")
-            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-            .env("RUST_LOG", "s3s_fs=info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("s3s-fs starts");
-        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
-        let port = lines
-            .by_ref()
-            .map_while(|line| line.ok())
-            .find_map(|line| line.split("running at http://127.0.0.1:").nth(1).and_then(|p| p.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("s3s-fs exited before it listened: {:?}", child.wait()));
-        // Keep draining its output so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, port) = run(root.path(), 0);
         S3Server { child, root, port, _one_at_a_time: one_at_a_time }
+    }
+
+    /// Starts a stopped server again, with its data, on its port.
+    pub fn restart(&mut self) {
+        let (child, port) = run(self.root.path(), self.port);
+        assert_eq!(port, self.port);
+        self.child = child;
     }
 
     pub fn endpoint(&self) -> String {
@@ -78,6 +67,30 @@ impl S3Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs s3s-fs over `root` on `port` (0: any) and returns once it listens.
+fn run(root: &Path, port: u16) -> (Child, u16) {
+    let mut child = Command::new(script())
+        .arg("run")
+        .arg(root)
+        .arg(port.to_string())
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env("RUST_LOG", "s3s_fs=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("s3s-fs starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let port = lines
+        .by_ref()
+        .map_while(|line| line.ok())
+        .find_map(|line| line.split("running at http://127.0.0.1:").nth(1).and_then(|p| p.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("s3s-fs exited before it listened: {:?}", child.wait()));
+    // Keep draining its output so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, port)
 }
 
 impl Drop for S3Server {
