@@ -42,6 +42,7 @@ fn a9a_test_auc_reaches_the_published_level() {
         seed: 0,
         plot: None,
         trace: None,
+        workers: 0,
     };
     linea_worker::train::train(&options, &linea_worker::progress::Progress::silent()).unwrap();
     let model = linea_worker::eval::read_model(&model).unwrap();

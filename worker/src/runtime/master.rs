@@ -116,7 +116,7 @@ impl proto::master_server::Master for Service {
         let key = {
             let mut guard = hub.state.lock().expect("hub lock");
             let (scheduler, outboxes) = &mut *guard;
-            let (key, outbox_messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), capacity(&join));
+            let (key, outbox_messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
             outboxes.insert(key, outbox);
             for (k, m) in outbox_messages {
                 if let Some(o) = outboxes.get(&k) {
@@ -174,11 +174,6 @@ impl proto::master_server::Master for Service {
         });
         Ok(Response::new(proto::DrainReply { found }))
     }
-}
-
-fn capacity(join: &proto::Join) -> usize {
-    // Two items per thread: one running, one queued, so a thread never waits on the master.
-    2 * join.threads.max(1) as usize
 }
 
 fn status_reply(hub: &Hub) -> proto::StatusReply {

@@ -76,6 +76,9 @@ struct Phase {
 pub struct WorkerSlot {
     pub id: String,
     pub address: String,
+    pub threads: usize,
+    /// Items it may have in flight: one running and one queued per thread, so a thread
+    /// never waits for the master between items.
     pub capacity: usize,
     pub running: usize,
     pub draining: bool,
@@ -136,11 +139,12 @@ impl Scheduler {
         self.workers.iter().find(|(_, w)| w.id == name || w.address == name).map(|(&k, _)| k)
     }
 
-    /// A worker joined; it may run `capacity` items at once.
-    pub fn join(&mut self, id: String, address: String, capacity: usize) -> (WorkerKey, Outbox) {
+    /// A worker joined; it runs `threads` items at once.
+    pub fn join(&mut self, id: String, address: String, threads: usize) -> (WorkerKey, Outbox) {
         let key = self.next_worker;
         self.next_worker += 1;
-        let slot = WorkerSlot { id, address, capacity: capacity.max(1), running: 0, draining: false, phase_sent: 0 };
+        let threads = threads.max(1);
+        let slot = WorkerSlot { id, address, threads, capacity: 2 * threads, running: 0, draining: false, phase_sent: 0 };
         self.workers.insert(key, slot);
         (key, self.assign())
     }
@@ -424,8 +428,11 @@ impl Scheduler {
             .collect()
     }
 
-    /// Fills every worker's free capacity: its own shards first, then shards nobody owns,
-    /// then shards stolen from owners with more pending items than free capacity.
+    /// Fills every worker's free capacity with items of its own shards; a worker with an
+    /// idle thread also adopts a shard nobody owns, and a worker with nothing at all to do
+    /// steals a pending shard from the owner with the largest backlog it cannot start yet.
+    /// Adopting and stealing one shard at a time spreads shards over all workers instead
+    /// of filling the first workers' queues, and moves state only when a thread is idle.
     fn assign(&mut self) -> Outbox {
         let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
         let keys: Vec<WorkerKey> = self.workers.keys().copied().collect();
@@ -486,31 +493,47 @@ impl Scheduler {
     /// The next task for `worker`, and the worker to fetch the shard's state from.
     fn next_task(&mut self, worker: WorkerKey) -> Option<(Task, Option<WorkerKey>)> {
         let phase = self.phase.as_mut()?;
+        let idle = |w: &WorkerSlot| w.threads.saturating_sub(w.running);
         if phase.aggregating {
-            return phase.pending_ranges.pop_first().map(|r| (Task::Range(r), None));
+            // One range per idle thread, so ranges spread over all workers.
+            let free = idle(&self.workers[&worker]) > 0;
+            return free.then(|| phase.pending_ranges.pop_first()).flatten().map(|r| (Task::Range(r), None));
         }
-        if let Some(shard) = phase.pending.get_mut(&Some(worker)).and_then(BTreeSet::pop_first) {
-            return Some((Task::Shard(shard), None));
+        if let Some(own) = phase.pending.get_mut(&Some(worker)) {
+            let shard = own.pop_first();
+            if own.is_empty() {
+                // Empty sets are dropped, so a steal looks only at owners with work left.
+                phase.pending.remove(&Some(worker));
+            }
+            if let Some(shard) = shard {
+                return Some((Task::Shard(shard), None));
+            }
         }
-        let shard = if let Some(shard) = phase.pending.get_mut(&None).and_then(BTreeSet::pop_first) {
+        let slot = &self.workers[&worker];
+        let orphan = if idle(slot) > 0 { phase.pending.get_mut(&None).and_then(BTreeSet::pop_first) } else { None };
+        let shard = if let Some(shard) = orphan {
             shard
-        } else {
-            // Steal from the owner whose backlog exceeds its free capacity the most.
+        } else if slot.running == 0 {
             let workers = &self.workers;
             let victim = phase
                 .pending
                 .iter()
                 .filter_map(|(&o, s)| {
-                    let o = o?;
-                    let free = workers.get(&o).map_or(0, |w| w.capacity.saturating_sub(w.running));
-                    (s.len() > free).then_some((s.len() - free, o))
+                    let backlog = s.len().saturating_sub(workers.get(&o?).map_or(0, idle));
+                    (backlog > 0).then_some((backlog, o?))
                 })
                 .max()?
                 .1;
             self.counters.steals += 1;
-            let shard = phase.pending.get_mut(&Some(victim))?.pop_last()?;
+            let backlog = phase.pending.get_mut(&Some(victim))?;
+            let shard = backlog.pop_last()?;
+            if backlog.is_empty() {
+                phase.pending.remove(&Some(victim));
+            }
             self.prior[shard as usize] = Some(victim);
             shard
+        } else {
+            return None;
         };
         let prior = self.prior[shard as usize];
         self.owner[shard as usize] = Some(worker);
@@ -574,11 +597,11 @@ mod tests {
     #[test]
     fn every_shard_is_computed_once_and_sums_are_exact_whoever_ran_what() {
         let mut s = Scheduler::new(10);
-        let (a, _) = s.join("a".into(), "http://a".into(), 2);
-        let (b, _) = s.join("b".into(), "http://b".into(), 3);
+        let (a, _) = s.join("a".into(), "http://a".into(), 1);
+        let (b, _) = s.join("b".into(), "http://b".into(), 2);
         let (result, sent) = start(&mut s, Collect::Sums(1));
-        assert_eq!(sent.len(), 5, "each worker filled to its capacity");
-        assert!(sent.iter().filter(|i| i.0 == a).count() == 2 && sent.iter().filter(|i| i.0 == b).count() == 3);
+        assert_eq!(sent.len(), 3, "each worker adopts one shard per thread, more as threads free up");
+        assert!(sent.iter().filter(|i| i.0 == a).count() == 1 && sent.iter().filter(|i| i.0 == b).count() == 2);
         run_all(&mut s, sent);
         let expected: i128 = (1..=10).sum();
         assert_eq!(result.try_recv().unwrap(), Ok(PhaseOutput::Sums(ExactSums { sums: vec![expected] })));
@@ -681,9 +704,13 @@ mod tests {
         assert!(s.owner.iter().all(|&o| o == Some(a)));
         let (b, _) = s.join("b".into(), "http://b".into(), 2);
         let (_, sent) = start(&mut s, Collect::Nothing);
+        assert_eq!(sent.iter().filter(|i| i.0 == a).count(), 4, "a fills its queue with its own shards");
         let stolen: Vec<_> = sent.iter().filter(|i| i.0 == b).collect();
-        assert_eq!(stolen.len(), 2, "b takes work a cannot start yet");
-        assert!(stolen.iter().all(|(_, _, k)| matches!(k, work_item::Kind::Shard(i) if i.prior_owner == "http://a")));
-        assert_eq!(s.counters.steals, 2);
+        assert_eq!(stolen.len(), 1, "idle b takes one shard a cannot start yet");
+        assert!(matches!(&stolen[0].2, work_item::Kind::Shard(i) if i.prior_owner == "http://a"));
+        run_all(&mut s, sent);
+        assert!(s.counters.steals >= 2, "b keeps stealing while a has a backlog");
+        let on_b = s.owner.iter().filter(|&&o| o == Some(b)).count();
+        assert!((2..=4).contains(&on_b), "shards spread over both workers: {on_b} of 8 on b");
     }
 }
