@@ -1,0 +1,486 @@
+//! What should exist for a TrainingJob: pure functions from the job to Kubernetes objects.
+//!
+//! One master Pod (`<job>-master`) behind a Service of the same name, worker Pods
+//! `<job>-worker-<i>`, and the job's auth Secret (`<job>-auth`, unless the spec names its
+//! own). Every object is labelled with the job and owned by it. Pods run the one linea image
+//! as non-root with a read-only root filesystem; the master checkpoints next to the model.
+
+use hmac::{Hmac, Mac};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodSecurityContext, PodSpec,
+    PreferredSchedulingTerm, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use linea_crds::{Algorithm, Loss, TrainingJob};
+use std::collections::BTreeMap;
+
+pub const MASTER_PORT: i32 = 7070;
+pub const WORKER_PORT: i32 = 7071;
+pub const LABEL_JOB: &str = "linea.io/job-name";
+pub const LABEL_ROLE: &str = "linea.io/role";
+pub const LABEL_INDEX: &str = "linea.io/worker-index";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const SECRET_DIR: &str = "/var/run/linea/secret";
+const TOKEN_KEY: &str = linea_crds::JOB_SECRET_TOKEN_KEY;
+/// Taints of spot/preemptible nodes on the major clouds, tolerated by preemptible workers.
+const SPOT_TAINTS: [(&str, Option<&str>); 4] = [
+    ("cloud.google.com/gke-spot", Some("true")),
+    ("kubernetes.azure.com/scalesetpriority", Some("spot")),
+    ("eks.amazonaws.com/capacityType", Some("SPOT")),
+    ("linea.io/spot", None),
+];
+
+/// Settings of this operator that go into every job's objects.
+#[derive(Clone)]
+pub struct BuildOptions {
+    /// Image for jobs that name none: the operator's own.
+    pub default_image: String,
+    /// Key of the job tokens ([`job_token`]).
+    pub operator_key: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Master,
+    Worker,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+pub fn master_name(job: &TrainingJob) -> String {
+    format!("{}-master", job.name_any())
+}
+
+pub fn worker_name(job: &TrainingJob, index: i32) -> String {
+    format!("{}-worker-{index}", job.name_any())
+}
+
+pub fn secret_name(job: &TrainingJob) -> String {
+    job.spec.job_secret_name.clone().unwrap_or_else(|| format!("{}-auth", job.name_any()))
+}
+
+/// Whether the operator made the job's Secret (and so knows its token).
+pub fn operator_owns_secret(job: &TrainingJob) -> bool {
+    job.spec.job_secret_name.is_none()
+}
+
+/// The job's token: HMAC-SHA256 of its UID under the operator's key. The operator can
+/// recompute it to call the master, so it never needs to read a Secret.
+pub fn job_token(key: &[u8], uid: &str) -> String {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(uid.as_bytes());
+    mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What this version of linea can run; anything else fails the job with the reason.
+pub fn runnable(job: &TrainingJob) -> Result<(), String> {
+    match &job.spec.algorithm {
+        Algorithm::Scd(p) if p.loss == Loss::Hinge => Err("the hinge loss is not implemented yet".into()),
+        Algorithm::Scd(_) => Ok(()),
+        other => Err(format!("algorithm {} is not implemented by this linea version (scd is)", other.name())),
+    }
+}
+
+pub fn selector(job: &TrainingJob, role: Option<Role>) -> String {
+    let mut selector = format!("{LABEL_JOB}={}", job.name_any());
+    if let Some(role) = role {
+        selector.push_str(&format!(",{LABEL_ROLE}={}", role.as_str()));
+    }
+    selector
+}
+
+fn labels(job: &TrainingJob, role: Option<Role>) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "linea".to_string()),
+        (LABEL_MANAGED_BY.to_string(), "linea-operator".to_string()),
+        (LABEL_JOB.to_string(), job.name_any()),
+    ]);
+    if let Some(role) = role {
+        labels.insert(LABEL_ROLE.to_string(), role.as_str().to_string());
+    }
+    labels
+}
+
+fn owner(job: &TrainingJob) -> OwnerReference {
+    job.controller_owner_ref(&()).expect("a stored TrainingJob has a name and uid")
+}
+
+fn meta(job: &TrainingJob, name: String, role: Option<Role>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: job.namespace(),
+        labels: Some(labels(job, role)),
+        owner_references: Some(vec![owner(job)]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar { name: name.into(), value: Some(value.into()), ..EnvVar::default() }
+}
+
+/// Storage settings as the standard AWS variables; keys from the credentials Secret.
+fn storage_env(job: &TrainingJob) -> Vec<EnvVar> {
+    let Some(storage) = &job.spec.storage else { return Vec::new() };
+    let mut vars = Vec::new();
+    if let Some(endpoint) = &storage.endpoint {
+        vars.push(env("AWS_ENDPOINT_URL", endpoint));
+    }
+    if let Some(region) = &storage.region {
+        vars.push(env("AWS_REGION", region));
+    }
+    if storage.force_path_style {
+        vars.push(env("LINEA_S3_PATH_STYLE", "true"));
+    }
+    if let Some(secret) = &storage.credentials_secret_name {
+        let keys = [
+            (linea_crds::STORAGE_ACCESS_KEY_ID_KEY, false),
+            (linea_crds::STORAGE_SECRET_ACCESS_KEY_KEY, false),
+            (linea_crds::STORAGE_SESSION_TOKEN_KEY, true),
+        ];
+        for (key, optional) in keys {
+            vars.push(EnvVar {
+                name: key.into(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.clone(),
+                        key: key.into(),
+                        optional: Some(optional),
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            });
+        }
+    }
+    vars
+}
+
+struct PodParts {
+    name: String,
+    role: Role,
+    index: Option<i32>,
+    args: Vec<String>,
+    port: i32,
+    resources: Option<ResourceRequirements>,
+    node_selector: BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+    affinity: Option<Affinity>,
+}
+
+fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
+    let mut metadata = meta(job, parts.name, Some(parts.role));
+    if let Some(index) = parts.index {
+        metadata.labels.get_or_insert_default().insert(LABEL_INDEX.into(), index.to_string());
+    }
+    let mut env_vars = vec![EnvVar {
+        name: "POD_IP".into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector { field_path: "status.podIP".into(), ..Default::default() }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }];
+    env_vars.extend(storage_env(job));
+    let container = Container {
+        name: parts.role.as_str().into(),
+        image: Some(job.spec.image.clone().unwrap_or_else(|| options.default_image.clone())),
+        image_pull_policy: job.spec.image_pull_policy.map(|p| p.as_str().to_string()),
+        command: Some(vec!["linea".into()]),
+        args: Some(parts.args),
+        env: Some(env_vars),
+        ports: Some(vec![ContainerPort {
+            name: Some("grpc".into()),
+            container_port: parts.port,
+            ..Default::default()
+        }]),
+        resources: parts.resources,
+        volume_mounts: Some(vec![
+            VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
+            VolumeMount {
+                name: "job-secret".into(),
+                mount_path: SECRET_DIR.into(),
+                read_only: Some(true),
+                ..Default::default()
+            },
+        ]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    Pod {
+        metadata,
+        spec: Some(PodSpec {
+            containers: vec![container],
+            // The operator decides about restarts: it counts master failures against the
+            // backoff limit and replaces preempted workers, possibly elsewhere.
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            termination_grace_period_seconds: Some(30),
+            node_selector: (!parts.node_selector.is_empty()).then_some(parts.node_selector),
+            tolerations: (!parts.tolerations.is_empty()).then_some(parts.tolerations),
+            affinity: parts.affinity,
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(65532),
+                run_as_group: Some(65532),
+                fs_group: Some(65532),
+                seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
+                ..PodSecurityContext::default()
+            }),
+            volumes: Some(vec![
+                Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+                Volume {
+                    name: "job-secret".into(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(secret_name(job)),
+                        items: Some(vec![KeyToPath {
+                            key: TOKEN_KEY.into(),
+                            path: TOKEN_KEY.into(),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ]),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn secret_file() -> String {
+    format!("{SECRET_DIR}/{TOKEN_KEY}")
+}
+
+pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
+    let spec = &job.spec;
+    let mut args: Vec<String> = vec![
+        "master".into(),
+        "--data".into(),
+        spec.dataset_uri.clone(),
+        "--model".into(),
+        spec.model_uri.clone(),
+        "--checkpoint".into(),
+        format!("{}.checkpoint", spec.model_uri),
+        "--listen".into(),
+        format!("0.0.0.0:{MASTER_PORT}"),
+        "--secret-file".into(),
+        secret_file(),
+    ];
+    if let Algorithm::Scd(p) = &spec.algorithm {
+        let params = [
+            ("--loss", p.loss.as_str().to_string()),
+            ("--l2", p.l2.to_string()),
+            ("--l1", p.l1.to_string()),
+            ("--epochs", p.epochs.to_string()),
+            ("--tolerance", p.tolerance.to_string()),
+        ];
+        for (flag, value) in params {
+            args.extend([flag.to_string(), value]);
+        }
+    }
+    let parts = PodParts {
+        name: master_name(job),
+        role: Role::Master,
+        index: None,
+        args,
+        port: MASTER_PORT,
+        resources: spec.master.resources.clone(),
+        node_selector: spec.master.node_selector.clone(),
+        tolerations: spec.master.tolerations.clone(),
+        affinity: None,
+    };
+    pod(job, options, parts)
+}
+
+pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod {
+    let workers = &job.spec.workers;
+    let master = format!("{}.{}.svc:{MASTER_PORT}", master_name(job), job.namespace().unwrap_or_default());
+    let mut args: Vec<String> = vec![
+        "worker".into(),
+        "--master".into(),
+        master,
+        "--listen".into(),
+        format!("0.0.0.0:{WORKER_PORT}"),
+        "--secret-file".into(),
+        secret_file(),
+    ];
+    if let Some(threads) = workers.threads {
+        args.extend(["--threads".into(), threads.to_string()]);
+    }
+    let mut tolerations = workers.tolerations.clone();
+    let mut affinity = None;
+    if workers.preemptible {
+        for (key, value) in SPOT_TAINTS {
+            tolerations.push(Toleration {
+                key: Some(key.into()),
+                operator: Some(if value.is_some() { "Equal" } else { "Exists" }.into()),
+                value: value.map(Into::into),
+                effect: Some("NoSchedule".into()),
+                ..Toleration::default()
+            });
+        }
+        // Prefer spot capacity (Karpenter's and the clouds' labels) without requiring it.
+        let spot = |key: &str, value: &str| NodeSelectorRequirement {
+            key: key.into(),
+            operator: "In".into(),
+            values: Some(vec![value.into()]),
+        };
+        let terms = [
+            spot("karpenter.sh/capacity-type", "spot"),
+            spot("cloud.google.com/gke-spot", "true"),
+            spot("eks.amazonaws.com/capacityType", "SPOT"),
+        ];
+        affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(
+                    terms
+                        .into_iter()
+                        .map(|term| PreferredSchedulingTerm {
+                            weight: 50,
+                            preference: NodeSelectorTerm { match_expressions: Some(vec![term]), ..Default::default() },
+                        })
+                        .collect(),
+                ),
+                ..NodeAffinity::default()
+            }),
+            ..Affinity::default()
+        });
+    }
+    let parts = PodParts {
+        name: worker_name(job, index),
+        role: Role::Worker,
+        index: Some(index),
+        args,
+        port: WORKER_PORT,
+        resources: workers.resources.clone(),
+        node_selector: workers.node_selector.clone(),
+        tolerations,
+        affinity,
+    };
+    pod(job, options, parts)
+}
+
+pub fn master_service(job: &TrainingJob) -> Service {
+    Service {
+        metadata: meta(job, master_name(job), Some(Role::Master)),
+        spec: Some(ServiceSpec {
+            selector: Some(labels(job, Some(Role::Master))),
+            ports: Some(vec![ServicePort {
+                name: Some("grpc".into()),
+                port: MASTER_PORT,
+                target_port: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(MASTER_PORT)),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The job's auth Secret, made by the operator when the spec names none.
+pub fn job_secret(job: &TrainingJob, options: &BuildOptions) -> Option<Secret> {
+    operator_owns_secret(job).then(|| Secret {
+        metadata: meta(job, secret_name(job), None),
+        string_data: Some(BTreeMap::from([(
+            TOKEN_KEY.to_string(),
+            job_token(&options.operator_key, job.uid().as_deref().unwrap_or_default()),
+        )])),
+        ..Secret::default()
+    })
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use linea_crds::TrainingJobSpec;
+
+    pub fn job(yaml: &str) -> TrainingJob {
+        // Through JSON: serde_yaml reads enums as YAML tags, the API server as JSON objects.
+        let value: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+        let spec: TrainingJobSpec = serde_json::from_value(value).unwrap();
+        let mut job = TrainingJob::new("ads", spec);
+        job.metadata.namespace = Some("ml".into());
+        job.metadata.uid = Some("0f5e-uid".into());
+        job
+    }
+
+    pub fn options() -> BuildOptions {
+        BuildOptions { default_image: "linea:0.1.0".into(), operator_key: b"operator-key".to_vec() }
+    }
+
+    const SPEC: &str = "datasetUri: s3://data/ads/grid\nmodelUri: s3://models/ads.model\nalgorithm: {scd: {l2: 2.5}}\nworkers: {replicas: 3, preemptible: true, threads: 4}\nstorage: {endpoint: 'http://minio:9000', credentialsSecretName: s3-creds}\n";
+
+    #[test]
+    fn the_master_trains_the_spec_with_checkpoints_next_to_the_model() {
+        let job = job(SPEC);
+        let pod = master_pod(&job, &options());
+        assert_eq!(pod.metadata.name.as_deref(), Some("ads-master"));
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("TrainingJob", "ads", Some(true)));
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        let args = c.args.as_ref().unwrap().join(" ");
+        assert!(args.starts_with("master --data s3://data/ads/grid --model s3://models/ads.model"), "{args}");
+        assert!(args.contains("--checkpoint s3://models/ads.model.checkpoint") && args.contains("--l2 2.5"), "{args}");
+        assert_eq!(c.image.as_deref(), Some("linea:0.1.0"));
+        let sc = c.security_context.as_ref().unwrap();
+        assert_eq!((sc.read_only_root_filesystem, sc.run_as_non_root), (Some(true), Some(true)));
+        let env: Vec<&str> = c.env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
+        assert!(env.contains(&"AWS_ENDPOINT_URL") && env.contains(&"AWS_SECRET_ACCESS_KEY"), "{env:?}");
+        let secret_ref = c.env.as_ref().unwrap().iter().find(|e| e.name == "AWS_SECRET_ACCESS_KEY").unwrap();
+        assert!(secret_ref.value.is_none(), "credentials come from the Secret, never inline");
+    }
+
+    #[test]
+    fn preemptible_workers_tolerate_spot_nodes_and_find_the_master_service() {
+        let job = job(SPEC);
+        let pod = worker_pod(&job, 2, &options());
+        assert_eq!(pod.metadata.name.as_deref(), Some("ads-worker-2"));
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[LABEL_INDEX], "2");
+        let spec = pod.spec.as_ref().unwrap();
+        assert!(
+            spec.tolerations.as_ref().unwrap().iter().any(|t| t.key.as_deref() == Some("cloud.google.com/gke-spot"))
+        );
+        assert!(spec.affinity.is_some());
+        let args = spec.containers[0].args.as_ref().unwrap().join(" ");
+        assert!(args.contains("--master ads-master.ml.svc:7070") && args.contains("--threads 4"), "{args}");
+        let service = master_service(&job);
+        assert_eq!(service.spec.unwrap().selector.unwrap()[LABEL_ROLE], "master");
+    }
+
+    #[test]
+    fn the_job_token_is_a_keyed_hash_of_the_uid() {
+        let a = job_token(b"k1", "uid-1");
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, job_token(b"k2", "uid-1"));
+        assert_ne!(a, job_token(b"k1", "uid-2"));
+        let secret = job_secret(&job(SPEC), &options()).unwrap();
+        assert_eq!(secret.string_data.unwrap()[TOKEN_KEY], job_token(b"operator-key", "0f5e-uid"));
+        assert!(job_secret(&job(&format!("{SPEC}jobSecretName: mine\n")), &options()).is_none());
+    }
+
+    #[test]
+    fn what_the_runtime_cannot_run_is_named() {
+        assert!(runnable(&job(SPEC)).is_ok());
+        let cocoa = job("datasetUri: s3://d/g\nmodelUri: s3://m/x\nalgorithm: {cocoa: {}}\n");
+        assert!(runnable(&cocoa).unwrap_err().contains("cocoa"));
+    }
+}

@@ -1,0 +1,32 @@
+//! Progress from a job's master, over its status RPC (worker/proto/linea.proto), with the
+//! job's token. A master that does not answer in time simply has no progress to report.
+
+use crate::plan::MasterProgress;
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+
+pub mod proto {
+    tonic::include_proto!("linea.v1");
+}
+
+/// Asks the master at `address` (`http://ip:port`) for its status.
+pub async fn progress(address: &str, token: &str) -> Option<MasterProgress> {
+    let endpoint = tonic::transport::Endpoint::from_shared(address.to_string()).ok()?;
+    let channel = endpoint.connect_timeout(Duration::from_secs(2)).timeout(Duration::from_secs(3)).connect().await;
+    let channel = channel.inspect_err(|e| tracing::debug!(address, %e, "master unreachable")).ok()?;
+    let bearer: MetadataValue<_> = format!("Bearer {token}").parse().ok()?;
+    let mut client = proto::master_client::MasterClient::with_interceptor(channel, move |mut r: tonic::Request<()>| {
+        r.metadata_mut().insert("authorization", bearer.clone());
+        Ok(r)
+    });
+    let reply = client.status(proto::StatusRequest {}).await;
+    let s = reply.inspect_err(|e| tracing::debug!(address, %e, "master status failed")).ok()?.into_inner();
+    Some(MasterProgress {
+        epoch: s.epoch.into(),
+        iteration: s.iteration as i64,
+        objective: s.objective.is_finite().then_some(s.objective),
+        examples_per_second: s.examples_per_second,
+        workers_active: s.workers_active as i32,
+        workers_draining: s.workers_draining as i32,
+    })
+}
