@@ -128,14 +128,15 @@ impl Algorithm {
     }
 }
 
+// The same defaults as `linea train`.
 fn default_scd_l2() -> f64 {
-    1e-6
+    1.0
 }
 fn default_scd_epochs() -> i32 {
-    20
+    100
 }
 fn default_scd_tolerance() -> f64 {
-    1e-6
+    1e-9
 }
 
 /// Hyperparameters of Scalable Coordinate Descent.
@@ -145,7 +146,8 @@ pub struct ScdParams {
     /// Loss function: logistic, squared or hinge.
     #[serde(default)]
     pub loss: Loss,
-    /// L2 regularization strength (lambda2 * |w|^2 / 2 added to the mean loss). Must be >= 0.
+    /// L2 regularization strength: the objective is the sum of the examples' losses +
+    /// l2 * |w|^2 + l1 * |w|_1, as for `linea train` (LIBLINEAR's C = 1 / (2 l2)). Must be >= 0.
     #[serde(default = "default_scd_l2")]
     #[schemars(range(min = 0.0))]
     pub l2: f64,
@@ -158,8 +160,8 @@ pub struct ScdParams {
     #[serde(default = "default_scd_epochs")]
     #[schemars(range(min = 1))]
     pub epochs: i32,
-    /// Stop early when an epoch lowers the objective by less than this fraction of its value.
-    /// 0 always runs all epochs.
+    /// Stop early when three epochs together lower the objective by less than this fraction
+    /// of its value. 0 stops only when the objective no longer falls at all.
     #[serde(default = "default_scd_tolerance")]
     #[schemars(range(min = 0.0))]
     pub tolerance: f64,

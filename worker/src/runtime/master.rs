@@ -116,7 +116,8 @@ impl proto::master_server::Master for Service {
         let key = {
             let mut guard = hub.state.lock().expect("hub lock");
             let (scheduler, outboxes) = &mut *guard;
-            let (key, outbox_messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
+            let (key, outbox_messages) =
+                scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
             outboxes.insert(key, outbox);
             for (k, m) in outbox_messages {
                 if let Some(o) = outboxes.get(&k) {

@@ -144,7 +144,8 @@ impl Scheduler {
         let key = self.next_worker;
         self.next_worker += 1;
         let threads = threads.max(1);
-        let slot = WorkerSlot { id, address, threads, capacity: 2 * threads, running: 0, draining: false, phase_sent: 0 };
+        let slot =
+            WorkerSlot { id, address, threads, capacity: 2 * threads, running: 0, draining: false, phase_sent: 0 };
         self.workers.insert(key, slot);
         (key, self.assign())
     }
