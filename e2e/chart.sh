@@ -1,0 +1,304 @@
+#!/usr/bin/env bash
+# The Helm chart (charts/linea) against a real kube-apiserver + etcd (e2e/control-plane):
+#
+#   - `helm lint --strict` with the default values, with the options on, and with every
+#     value set (charts/linea/ci/full-values.yaml);
+#   - values that break values.schema.json are refused by helm;
+#   - `helm template | kubectl apply --dry-run=server` is accepted for the same three value
+#     sets, in a namespace that enforces the `restricted` Pod Security Standard, without a
+#     single PodSecurity warning;
+#   - a real `helm install` (CRD from crds/ and every object), then: the stored ClusterRole
+#     holds exactly the operator's permissions, the Deployment has the hardened pod spec,
+#     the generated operator key survives `helm upgrade`, and `kubectl auth can-i` as the
+#     operator's ServiceAccount answers yes to every permission it needs and no to a list
+#     of things it must never do;
+#   - the kind demo's manifests (e2e/kind) are accepted by this server and its CRD.
+#
+# Prints `chart: N/M checks passed` last; exits non-zero on any failure.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+CP="$HERE/control-plane"
+# shellcheck source-path=SCRIPTDIR source=control-plane/versions.sh
+. "$CP/versions.sh"
+CHART="$ROOT/charts/linea"
+FULL_VALUES="$CHART/ci/full-values.yaml"
+NS=linea-system
+RELEASE=linea
+SA=linea-operator          # <release>-operator, with release "linea"
+AS="system:serviceaccount:$NS:$SA"
+OTHER_NS=ml                # a namespace where TrainingJobs run (full-values.yaml names it)
+DEMO_NS=linea-demo         # the kind demo's namespace
+
+# What the operator may do, one rule per line: <apiGroup|core> <resource[/subresource]>
+# <verbs...>. The ClusterRole must hold exactly these; each is checked with can-i.
+GRANTED=(
+  "linea.io trainingjobs get list watch patch update delete"
+  "linea.io trainingjobs/status get patch update"
+  "linea.io trainingjobs/finalizers update"
+  "core pods get list watch create delete patch"
+  "core services get list watch create delete patch"
+  "core secrets create delete"
+  "core nodes get list watch"
+  "events.k8s.io events create patch"
+)
+CLUSTER_SCOPED=" nodes clusterroles clusterrolebindings namespaces "
+# What it must never be able to do: <verb> <resource[.group][/subresource]>.
+DENIED=(
+  "get secrets" "list secrets" "watch secrets" "update secrets" "patch secrets"
+  "get configmaps" "list configmaps"
+  "create pods/exec" "create pods/attach" "create pods/portforward" "create pods/eviction"
+  "update pods" "deletecollection pods" "deletecollection services"
+  "delete nodes" "patch nodes" "update nodes"
+  "create deployments.apps" "patch deployments.apps"
+  "patch trainingjobs.kubeflow.org" "get trainingjobs.kubeflow.org"
+  "get models.linea.io"
+  "create trainingjobs.linea.io"
+  "create events"
+  "escalate clusterroles.rbac.authorization.k8s.io" "bind clusterroles.rbac.authorization.k8s.io"
+  "create clusterrolebindings.rbac.authorization.k8s.io" "create roles.rbac.authorization.k8s.io"
+  "impersonate serviceaccounts" "create serviceaccounts/token"
+  "delete namespaces"
+)
+
+passed=0 failed=0
+WORK="" STATE=""
+finish() {
+  local rc=$?
+  if [ -n "$STATE" ]; then
+    if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 20 "$STATE/kube-apiserver.log" 2>/dev/null || true; fi
+    "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
+  fi
+  [ -z "$WORK" ] || rm -rf "$WORK"
+  # A setup step that died counts as a failure too.
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  echo "chart: $passed/$((passed + failed)) checks passed"
+  [ "$failed" -eq 0 ] || exit 1
+}
+trap finish EXIT
+
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
+# check <name> <cmd...>: one check; the command's output is shown when it fails, its
+# lines marked "note: " always.
+check() {
+  local name="$1" out; shift
+  if out="$("$@" 2>&1)"; then
+    pass "$name"; printf '%s\n' "$out" | sed -n 's/^note: /       /p'
+  else
+    fail "$name" "$out"
+  fi
+}
+
+"$CP/build.sh" etcd kubernetes helm >/dev/null
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/linea-chart.XXXXXX")"
+# helm keeps its cache and config in WORK, not in $HOME; kubectl its discovery cache.
+export HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data"
+export KUBECACHEDIR="$WORK/kube-cache"
+helm() { "$HELM_BIN" "$@"; }
+# The harness builds helm without the Kubernetes version stamp, so its default for
+# rendering is v1.20 (below the chart's kubeVersion); render for the server we test on.
+render() { helm template "$RELEASE" "$CHART" --namespace "$NS" --kube-version "$K8S_VERSION" "$@"; }
+
+# --- helm alone: lint and schema --------------------------------------------------------------
+OPTIONS=(--set networkPolicy.enabled=true --set metrics.service.enabled=true)
+check "helm lint --strict (default values)" helm lint --strict --kube-version "$K8S_VERSION" "$CHART"
+check "helm lint --strict (networkPolicy + metrics Service)" \
+  helm lint --strict --kube-version "$K8S_VERSION" "$CHART" "${OPTIONS[@]}"
+check "helm lint --strict (every value set: ci/full-values.yaml)" \
+  helm lint --strict --kube-version "$K8S_VERSION" "$CHART" -f "$FULL_VALUES"
+
+# refused <what> <where in the values> <helm args...>: helm must refuse the values with a
+# schema error that names where.
+refused() {
+  local what="$1" where="$2" out; shift 2
+  if out="$(render "$@" 2>&1)"; then
+    fail "schema refuses $what" "helm accepted it"
+  elif grep -q "values don't meet the specifications of the schema" <<<"$out" && grep -qF -- "$where" <<<"$out"; then
+    pass "schema refuses $what: $(grep -F -- "$where" <<<"$out" | head -n 1 | sed 's/^[- ]*//')"
+  else
+    fail "schema refuses $what (at $where)" "$out"
+  fi
+}
+refused "a negative replicaCount" "'/replicaCount'" --set replicaCount=-1
+refused "two replicas (no leader election)" "'/replicaCount'" --set replicaCount=2
+refused "a string replicaCount" "'/replicaCount'" --set replicaCount=one
+refused "an unknown pullPolicy" "'/image/pullPolicy'" --set image.pullPolicy=Sometimes
+refused "a metrics port above 65535" "'/metrics/port'" --set metrics.port=70000
+refused "a privileged metrics port" "'/metrics/port'" --set metrics.port=80
+refused "a non-boolean networkPolicy.enabled" "'/networkPolicy/enabled'" --set networkPolicy.enabled=maybe
+refused "an unknown top-level value" "additional properties 'replicas'" --set replicas=1
+refused "an unknown nested value" "additional properties 'port'" --set networkPolicy.port=1
+refused "a malformed memory limit" "'/resources/limits/memory'" --set resources.limits.memory=lots
+refused "the job-pod label on the operator pod" "'/podLabels'" \
+  --set 'podLabels.app\.kubernetes\.io/managed-by=linea-operator'
+refused "serviceAccount.create=false without a name" "'/serviceAccount/name'" --set serviceAccount.create=false
+refused "extraEnv overriding the operator key" "'/operator/extraEnv/0'" \
+  --set 'operator.extraEnv[0].name=LINEA_OPERATOR_KEY,operator.extraEnv[0].value=short'
+
+# --- a real API server ------------------------------------------------------------------------
+STATE="$WORK/control-plane"
+"$CP/start.sh" "$STATE" >/dev/null
+# shellcheck source=/dev/null
+. "$STATE/env"
+k() { "$KUBECTL" "$@"; }
+
+# The release namespace enforces (and warns about) the restricted Pod Security Standard,
+# so the operator's pod template must meet it; so does the demo namespace (MinIO).
+for ns in "$NS" "$DEMO_NS"; do
+  k create namespace "$ns" >/dev/null
+  k label namespace "$ns" pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/warn=restricted pod-security.kubernetes.io/audit=restricted >/dev/null
+done
+k create namespace "$OTHER_NS" >/dev/null
+
+# dry_run <name> <expected objects, space-separated> <helm args...>: the rendered chart is
+# accepted by the server, draws no warning, and holds exactly the expected objects.
+dry_run() {
+  local name="$1" want="$2" out got; shift 2
+  if ! out="$(render "$@" 2>&1 | k apply --dry-run=server -f - 2>&1)"; then
+    fail "$name" "$out"; return
+  fi
+  if grep -qi "warning" <<<"$out"; then fail "$name: no warnings" "$out"; return; fi
+  got="$(sed -n 's/^\([^ ]*\) created (server dry run)$/\1/p' <<<"$out" | sort | tr '\n' ' ')"
+  want="$(tr ' ' '\n' <<<"$want" | sed '/^$/d' | sort | tr '\n' ' ')"
+  if [ "$got" = "$want" ]; then pass "$name: $(wc -w <<<"$got") objects, no warnings"; else
+    fail "$name" "objects: $got"$'\n'"expected: $want"$'\n'"$out"; fi
+}
+BASE="serviceaccount/linea-operator secret/linea-operator-key clusterrole.rbac.authorization.k8s.io/linea-operator
+  clusterrolebinding.rbac.authorization.k8s.io/linea-operator deployment.apps/linea-operator"
+dry_run "helm template | kubectl apply --dry-run=server (default values)" "$BASE"
+dry_run "helm template | kubectl apply --dry-run=server (networkPolicy + metrics Service)" \
+  "$BASE service/linea-operator-metrics networkpolicy.networking.k8s.io/linea-operator
+   networkpolicy.networking.k8s.io/linea-jobs" "${OPTIONS[@]}"
+# No key Secret (an existing one is named); ml-linea-jobs is in two namespaces.
+dry_run "helm template | kubectl apply --dry-run=server (every value set)" \
+  "serviceaccount/linea-controller clusterrole.rbac.authorization.k8s.io/ml-linea-operator
+   clusterrolebinding.rbac.authorization.k8s.io/ml-linea-operator deployment.apps/ml-linea-operator
+   service/ml-linea-operator-metrics networkpolicy.networking.k8s.io/ml-linea-operator
+   networkpolicy.networking.k8s.io/ml-linea-jobs networkpolicy.networking.k8s.io/ml-linea-jobs" \
+  -f "$FULL_VALUES"
+
+# --- helm install for real ---------------------------------------------------------------------
+if out="$(helm install "$RELEASE" "$CHART" --namespace "$NS" 2>&1)"; then
+  pass "helm install $RELEASE (namespace $NS)"
+else
+  fail "helm install $RELEASE" "$out"; exit 1
+fi
+check "CRD trainingjobs.linea.io from charts/linea/crds is Established" \
+  k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io
+
+# The ClusterRole as stored, one "group resource verb" line per permission, against
+# GRANTED: nothing missing, nothing extra.
+expected_rules() {
+  local line group res verb verbs
+  for line in "${GRANTED[@]}"; do
+    read -r group res verbs <<<"$line"
+    for verb in $verbs; do echo "$group $res $verb"; done
+  done | sort
+}
+stored_rules() {
+  # shellcheck disable=SC2016  # a Go template, not shell
+  k get clusterrole "$SA" -o go-template='{{range .rules}}{{$r := .}}{{range .apiGroups}}{{$g := .}}{{range $r.resources}}{{$res := .}}{{range $r.verbs}}{{if eq $g ""}}core{{else}}{{$g}}{{end}} {{$res}} {{.}}{{"\n"}}{{end}}{{end}}{{end}}{{if .nonResourceURLs}}nonResourceURLs {{.nonResourceURLs}}{{"\n"}}{{end}}{{end}}' | sort
+}
+check_rules() {
+  local want got
+  want="$(expected_rules)"
+  got="$(stored_rules)" || return 1
+  [ "$want" = "$got" ] || { diff <(echo "$want") <(echo "$got") | sed 's/^</missing:/; s/^>/extra:  /' | grep -v '^[0-9]'; return 1; }
+}
+check "ClusterRole $SA holds exactly the $(expected_rules | wc -l) permissions of the operator" check_rules
+
+# The Deployment as stored: the hardened pod spec and the operator's command line.
+check_deployment() {
+  local want got
+  want="$(cat <<EOF
+strategy=Recreate replicas=1 serviceAccountName=$SA
+runAsNonRoot=true runAsUser=65532 runAsGroup=65532 fsGroup=65532 seccomp=RuntimeDefault
+image=ghcr.io/linea/linea:0.1.0 command=[linea-operator]
+args=[--metrics-address 0.0.0.0:8080 --default-image ghcr.io/linea/linea:0.1.0]
+env POD_NAMESPACE=metadata.namespace
+env RUST_LOG=info,kube=warn
+env LINEA_OPERATOR_KEY=secret:linea-operator-key/operator-key
+port metrics=8080/TCP
+liveness=/healthz@metrics readiness=/readyz@metrics
+allowPrivilegeEscalation=false readOnlyRootFilesystem=true privileged=false drop=[ALL]
+mount tmp=/tmp
+volume tmp emptyDir=true
+EOF
+)"
+  # shellcheck disable=SC2016  # a Go template, not shell
+  got="$(k -n "$NS" get deployment "$SA" -o go-template='strategy={{.spec.strategy.type}} replicas={{.spec.replicas}} {{with .spec.template.spec}}serviceAccountName={{.serviceAccountName}}
+{{with .securityContext}}runAsNonRoot={{.runAsNonRoot}} runAsUser={{.runAsUser}} runAsGroup={{.runAsGroup}} fsGroup={{.fsGroup}} seccomp={{.seccompProfile.type}}{{end}}
+{{range .containers}}image={{.image}} command={{.command}}
+args={{.args}}
+{{range .env}}env {{.name}}={{with .valueFrom}}{{with .fieldRef}}{{.fieldPath}}{{end}}{{with .secretKeyRef}}secret:{{.name}}/{{.key}}{{end}}{{else}}{{.value}}{{end}}
+{{end}}{{range .ports}}port {{.name}}={{.containerPort}}/{{.protocol}}
+{{end}}liveness={{.livenessProbe.httpGet.path}}@{{.livenessProbe.httpGet.port}} readiness={{.readinessProbe.httpGet.path}}@{{.readinessProbe.httpGet.port}}
+{{with .securityContext}}allowPrivilegeEscalation={{.allowPrivilegeEscalation}} readOnlyRootFilesystem={{.readOnlyRootFilesystem}} privileged={{.privileged}} drop={{.capabilities.drop}}{{end}}
+{{range .volumeMounts}}mount {{.name}}={{.mountPath}}
+{{end}}{{end}}{{range .volumes}}volume {{.name}} emptyDir={{if .emptyDir}}true{{else}}false{{end}}
+{{end}}{{end}}')" || return 1
+  [ "$want" = "$got" ] || { diff <(echo "$want") <(echo "$got"); return 1; }
+}
+check "Deployment $SA: non-root, read-only root, no capabilities, /tmp emptyDir, probes, args" check_deployment
+
+# The operator key: generated on install, at least 16 bytes, unchanged by an upgrade (a new
+# key would lock running jobs' workers out of their masters).
+operator_key() { k -n "$NS" get secret "$SA-key" -o go-template='{{index .data "operator-key" | base64decode}}'; }
+check_key_kept() {
+  local before after out
+  before="$(operator_key)" || return 1
+  [ "${#before}" -ge 16 ] || { echo "key of ${#before} bytes"; return 1; }
+  out="$(helm upgrade "$RELEASE" "$CHART" --namespace "$NS" --set operator.logLevel=debug 2>&1)" || { echo "$out"; return 1; }
+  after="$(operator_key)" || return 1
+  [ "$before" = "$after" ] || { echo "helm upgrade replaced the operator key"; return 1; }
+  echo "note: ${#after}-byte key"
+}
+check "operator key Secret $SA-key generated on install and kept by helm upgrade" check_key_kept
+
+# --- the operator's permissions, asked as its ServiceAccount ------------------------------------
+# can_i <want yes|no> <verb> <resource[.group][/subresource]> [--all-namespaces]
+can_i() {
+  local want="$1" verb="$2" res="$3" scope="${4:-}" args got base
+  base="${res%%/*}"
+  args=("$verb" "$base" "--as=$AS")
+  [ "$res" = "$base" ] || args+=("--subresource=${res#*/}")
+  if [ -n "$scope" ]; then
+    args+=("$scope"); scope=" (all namespaces)"
+  elif [[ "$CLUSTER_SCOPED" != *" ${base%%.*} "* ]]; then
+    args+=(-n "$OTHER_NS")
+  fi
+  # stdout is the answer; stderr may warn about a resource type the server does not know.
+  got="$(k auth can-i "${args[@]}" 2>/dev/null)" || true
+  if [ "$got" = "$want" ]; then
+    pass "can-i $verb $res$scope: $got"
+  else
+    fail "can-i $verb $res$scope: want $want" "got '$got' ($(k auth can-i "${args[@]}" 2>&1 || true))"
+  fi
+}
+for line in "${GRANTED[@]}"; do
+  read -r group res verbs <<<"$line"
+  base="${res%%/*}" sub=""
+  [ "$res" = "$base" ] || sub="/${res#*/}"
+  [ "$group" = core ] || base="$base.$group"
+  for verb in $verbs; do can_i yes "$verb" "$base$sub"; done
+done
+# The operator watches across namespaces.
+for res in trainingjobs.linea.io pods services; do
+  for verb in list watch; do can_i yes "$verb" "$res" --all-namespaces; done
+done
+for line in "${DENIED[@]}"; do
+  read -r verb res <<<"$line"
+  can_i no "$verb" "$res"
+done
+can_i no '*' '*' --all-namespaces
+
+# --- the kind demo's manifests (e2e/kind), on this server ---------------------------------------
+check_demo() {
+  local out
+  out="$(k apply --dry-run=server -f "$HERE/kind/example-trainingjob.yaml" -f "$HERE/kind/minio.yaml" 2>&1)" || { echo "$out"; return 1; }
+  if grep -qi "warning" <<<"$out"; then echo "$out"; return 1; fi
+}
+check "e2e/kind example TrainingJob and MinIO accepted (server dry-run, restricted PSS, no warnings)" check_demo

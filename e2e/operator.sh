@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The operator against a real kube-apiserver + etcd (e2e/control-plane). There is no
+# kubelet here, so pods never run by themselves: the test plays the kubelet by writing pod
+# status (phase Running / Failed / Succeeded) and checks what the operator does about it.
+#
+# The chart is installed and the operator runs with its ServiceAccount's token, so the
+# chart's least-privilege RBAC is proven sufficient, not only checked with can-i.
+#
+# Checks: a TrainingJob gets exactly its master Pod, Service, auth Secret and worker Pods,
+# all owned by it; conditions and `kubectl get tj` follow the pods; a failed worker is
+# replaced; a failing master is retried up to backoffLimit, then the job is Failed with
+# BackoffLimitExceeded; preemption does not count; events are recorded; deleting a job
+# removes everything (finalizer); TTL deletes a finished job; /metrics answers.
+# Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$HERE/../scripts/env.sh"
+CP="$HERE/control-plane"
+. "$CP/versions.sh"
+
+passed=0 failed=0
+STATE="" OPERATOR_PID=""
+finish() {
+  local rc=$?
+  [ -n "$OPERATOR_PID" ] && kill "$OPERATOR_PID" 2>/dev/null || true
+  if [ -n "$STATE" ]; then
+    if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE/operator.log" 2>/dev/null || true; fi
+    "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
+  fi
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+  echo "operator e2e: $passed passed, $failed failed"
+  [ "$failed" -eq 0 ] || exit 1
+}
+trap finish EXIT
+
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
+# check <description> <command...>: passes when the command succeeds.
+check() { local d="$1"; shift; if out="$("$@" 2>&1)"; then pass "$d"; else fail "$d" "$out"; fi; }
+
+(cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-operator)
+"$CP/build.sh" etcd kubernetes >/dev/null
+STATE="$(mktemp -d "${TMPDIR:-/tmp}/linea-operator.XXXXXX")"
+rmdir "$STATE"
+"$CP/start.sh" "$STATE" >/dev/null
+. "$STATE/env"
+export KUBECACHEDIR="$STATE/kube-cache"
+k() { "$KUBECTL" "$@"; }
+
+export HELM_CACHE_HOME="$STATE/helm/cache" HELM_CONFIG_HOME="$STATE/helm/config" HELM_DATA_HOME="$STATE/helm/data"
+k create namespace linea-system >/dev/null
+"$HELM" install linea "$LINEA_ROOT/charts/linea" --namespace linea-system >/dev/null
+k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io >/dev/null
+# No controller-manager runs here to create namespaces' default ServiceAccount.
+k create namespace ml >/dev/null
+k -n ml create serviceaccount default >/dev/null
+
+# The operator runs as the chart's ServiceAccount, with exactly the chart's RBAC: a token
+# of that account, in a kubeconfig of its own.
+cp "$KUBECONFIG" "$STATE/operator.kubeconfig"
+token="$(k -n linea-system create token linea-operator --duration=2h)"
+KUBECONFIG="$STATE/operator.kubeconfig" k config set-credentials linea-operator --token="$token" >/dev/null
+KUBECONFIG="$STATE/operator.kubeconfig" k config set-context --current --user=linea-operator >/dev/null
+check "the operator's kubeconfig is the chart's ServiceAccount" bash -c \
+  "KUBECONFIG='$STATE/operator.kubeconfig' '$KUBECTL' auth whoami -o jsonpath='{.status.userInfo.username}' | grep -qx system:serviceaccount:linea-system:linea-operator"
+
+metrics_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
+  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e --no-master-polling \
+  --metrics-address "127.0.0.1:$metrics_port" >"$STATE/operator.log" 2>&1 &
+OPERATOR_PID=$!
+
+# until <seconds> <command...>: polls the API until the command succeeds (state, not time).
+until_ok() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || { "$@" 2>&1 | tail -n 5; return 1; }
+    sleep 0.2 # poll interval
+  done
+}
+jp() { k -n ml get "$1" -o "jsonpath=$2" 2>/dev/null; }
+equals() { [ "$(jp "$1" "$2")" = "$3" ]; }
+# set_pod_phase <pod> <phase> [reason]: what a kubelet would report.
+set_pod_phase() {
+  local status="{\"phase\":\"$2\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"$([ "$2" = Running ] && echo True || echo False)\"}]"
+  [ -n "${3:-}" ] && status="$status,\"reason\":\"$3\""
+  [ "${3:-}" = Preempted ] && status="{\"phase\":\"$2\",\"conditions\":[{\"type\":\"DisruptionTarget\",\"status\":\"True\",\"reason\":\"PreemptionByScheduler\"}]"
+  k -n ml patch pod "$1" --subresource=status --type=merge -p "{\"status\":$status}}" >/dev/null
+}
+
+cat >"$STATE/ads.yaml" <<'EOF'
+apiVersion: linea.io/v1alpha1
+kind: TrainingJob
+metadata: {name: ads, namespace: ml}
+spec:
+  datasetUri: s3://data/ads/grid
+  modelUri: s3://models/ads.model
+  algorithm: {scd: {l2: 1}}
+  workers: {replicas: 2, preemptible: true}
+  runPolicy: {backoffLimit: 1}
+EOF
+k apply -f "$STATE/ads.yaml" >/dev/null
+
+objects() { k -n ml get pods,services -l linea.io/job-name=ads -o name | sort | tr '\n' ' '; }
+exactly_the_job_objects() { [ "$(objects)" = "pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master " ] || { objects; false; }; }
+check "a TrainingJob gets exactly its master pod, service and workers" until_ok 60 exactly_the_job_objects
+check "every object is owned by the job (controller reference)" bash -c "
+  for o in pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master secret/ads-auth; do
+    [ \"\$('$KUBECTL' -n ml get \$o -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')\" = TrainingJob/ads/true ] || { echo \$o; exit 1; }
+  done"
+check "pods run non-root with a read-only root filesystem" \
+  test "$(jp pod/ads-master '{.spec.securityContext.runAsNonRoot}/{.spec.containers[0].securityContext.readOnlyRootFilesystem}')" = "true/true"
+check "the master trains the job's data, checkpointing next to the model" bash -c \
+  "'$KUBECTL' -n ml get pod ads-master -o jsonpath='{.spec.containers[0].args}' | grep -q 's3://models/ads.model.checkpoint'"
+check "the job is Pending with Created=True" until_ok 30 equals tj/ads '{.status.phase}/{.status.conditions[?(@.type=="Created")].status}' "Pending/True"
+
+set_pod_phase ads-master Running
+for w in 0 1; do set_pod_phase "ads-worker-$w" Running; done
+check "a running master makes the job Running" until_ok 30 equals tj/ads '{.status.phase}/{.status.conditions[?(@.type=="Running")].status}' "Running/True"
+check "kubectl get tj shows phase, algorithm and workers" bash -c \
+  "'$KUBECTL' -n ml get tj ads --no-headers | grep -Eq '^ads +Running +scd +2 +2 '"
+
+old_uid="$(jp pod/ads-worker-1 '{.metadata.uid}')"
+set_pod_phase ads-worker-1 Failed Preempted
+check "a preempted worker is replaced" until_ok 30 bash -c \
+  "[ -n \"\$('$KUBECTL' -n ml get pod ads-worker-1 -o jsonpath='{.metadata.uid}')\" ] && [ \"\$('$KUBECTL' -n ml get pod ads-worker-1 -o jsonpath='{.metadata.uid}')\" != '$old_uid' ]"
+
+old_uid="$(jp pod/ads-master '{.metadata.uid}')"
+set_pod_phase ads-master Failed Preempted
+check "a preempted master is replaced without counting against backoffLimit" until_ok 30 bash -c \
+  "[ \"\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}')\" != '$old_uid' ] && [ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 0 ]"
+
+old_uid="$(jp pod/ads-master '{.metadata.uid}')"
+set_pod_phase ads-master Failed Error
+check "a failed master is retried (restarts 1, phase Restarting, new pod)" until_ok 30 bash -c \
+  "[ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 1 ] && [ \"\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}')\" != '$old_uid' ]"
+set_pod_phase ads-master Failed Error
+check "past backoffLimit the job is Failed with BackoffLimitExceeded" until_ok 30 equals tj/ads \
+  '{.status.phase}/{.status.conditions[?(@.type=="Failed")].reason}' "Failed/BackoffLimitExceeded"
+check "a failed job's running pods are cleaned up" until_ok 30 bash -c \
+  "[ -z \"\$('$KUBECTL' -n ml get pods -l linea.io/role=worker -o name)\" ]"
+check "events record the transitions" until_ok 30 bash -c \
+  "'$KUBECTL' -n ml get events --field-selector involvedObject.name=ads -o jsonpath='{.items[*].reason}' | tr ' ' '\n' | sort -u | grep -c -E '^(ResourcesCreated|Training|MasterRestarting|BackoffLimitExceeded)$' | grep -qx 4"
+
+k -n ml delete tj ads --wait=false >/dev/null
+check "deleting a job removes its pods, service and secret, then the job" until_ok 60 bash -c \
+  "[ -z \"\$('$KUBECTL' -n ml get pods,services,secrets -l linea.io/job-name=ads -o name)\" ] && ! '$KUBECTL' -n ml get tj ads"
+
+sed -e 's/name: ads,/name: quick,/' -e 's/backoffLimit: 1}/backoffLimit: 1, ttlSecondsAfterFinished: 0}/' "$STATE/ads.yaml" | k apply -f - >/dev/null
+until_ok 60 equals pod/quick-master '{.metadata.name}' quick-master
+set_pod_phase quick-master Running
+until_ok 30 equals tj/quick '{.status.phase}' Running
+set_pod_phase quick-master Succeeded
+check "a succeeded job with ttlSecondsAfterFinished 0 is deleted with its objects" until_ok 60 bash -c \
+  "! '$KUBECTL' -n ml get tj quick && [ -z \"\$('$KUBECTL' -n ml get pods,services -l linea.io/job-name=quick -o name)\" ]"
+
+check "/metrics reports reconciles" bash -c \
+  "curl -sf http://127.0.0.1:$metrics_port/metrics | grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]'"
