@@ -78,10 +78,24 @@ pub fn read_targets(storage: &dyn Storage, manifest: &Manifest, shard: usize, lo
         .collect()
 }
 
-/// One cell, decoded and checked against its block and shard.
+/// One cell, read from storage, decoded and checked against its block and shard.
 pub fn read_cell(storage: &dyn Storage, manifest: &Manifest, block: usize, shard: usize) -> Result<Cell> {
+    let bytes = manifest.blocks[block].cells[shard].read(storage)?;
+    decode_cell(storage, manifest, block, shard, &bytes)
+}
+
+/// Decodes a cell's compressed bytes, from storage or from a peer's cache, after checking
+/// them against the manifest's checksum.
+pub fn decode_cell(
+    storage: &dyn Storage,
+    manifest: &Manifest,
+    block: usize,
+    shard: usize,
+    bytes: &[u8],
+) -> Result<Cell> {
     let file = &manifest.blocks[block].cells[shard];
-    let cell = codec::decode_cell(&file.read(storage)?).map_err(engine_error(storage, file))?;
+    codec::verify_checksum(bytes, file.crc32c).map_err(engine_error(storage, file))?;
+    let cell = codec::decode_cell(bytes).map_err(engine_error(storage, file))?;
     check_cell(&cell, manifest.blocks[block].features, manifest.shards[shard].rows)
         .map_err(engine_error(storage, file))?;
     Ok(cell)

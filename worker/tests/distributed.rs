@@ -82,6 +82,8 @@ fn free_port() -> u16 {
 struct Cluster {
     master_url: String,
     secret: JobSecret,
+    /// Where workers' logs go (their closing line counts cells by source).
+    logs: Option<std::path::PathBuf>,
 }
 
 impl Cluster {
@@ -103,7 +105,30 @@ impl Cluster {
     }
 
     fn worker(&self) -> Child {
-        linea(&["worker", "--master", &self.master_url, "--threads", "1"]).stdout(Stdio::null()).spawn().unwrap()
+        let mut command = linea(&["worker", "--master", &self.master_url, "--threads", "1"]);
+        command.stdout(Stdio::null());
+        if let Some(dir) = &self.logs {
+            let log = tempfile::NamedTempFile::new_in(dir).unwrap().keep().unwrap().0;
+            command.stderr(log).env("RUST_LOG", "linea_worker=info");
+        }
+        command.spawn().unwrap()
+    }
+
+    /// Cells the workers got from peers and served to peers, from their closing lines.
+    fn cells_through_peers(&self) -> (u64, u64) {
+        let mut totals = (0, 0);
+        for entry in std::fs::read_dir(self.logs.as_ref().unwrap()).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines().filter(|l| l.contains(" done: ")) {
+                let number = |label: &str| -> u64 {
+                    let before = &line[..line.find(label).unwrap()];
+                    before.rsplit(' ').next().unwrap().parse().unwrap()
+                };
+                totals.0 += number(" from peers");
+                totals.1 += number(" served to peers");
+            }
+        }
+        totals
     }
 }
 
@@ -146,7 +171,10 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
         master.args(&master_args).env(SECRET_ENV, SECRET);
         master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
     };
-    let cluster = Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap() };
+    let logs = dir.path().join("worker-logs");
+    std::fs::create_dir(&logs).unwrap();
+    let cluster =
+        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: Some(logs) };
     let mut master = start_master("master-1.log");
     let mut workers: Vec<Child> = (0..4).map(|_| cluster.worker()).collect();
     let s = cluster.wait_for("4 workers at work", |s| s.workers_active == 4 && s.iteration >= 300);
@@ -193,6 +221,9 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
         assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
     }
     assert!(std::fs::read(&model).unwrap() == reference, "the disturbed run's model differs from the undisturbed one");
+    // Workers that took over shards read their cells from the previous owner's cache.
+    let (fetched, served) = cluster.cells_through_peers();
+    assert!(fetched > 0 && served > 0, "cells from peers: {fetched} fetched, {served} served");
 }
 
 #[test]
@@ -206,7 +237,8 @@ fn a_worker_without_the_job_secret_is_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let cluster = Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap() };
+    let cluster =
+        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     cluster.wait_for("the master to listen", |s| s.phase == "training");
 
     let intruder = "wrong-secret-0123456789abcdef";

@@ -15,6 +15,7 @@ use super::worker_state::{Grid, ModelAt, Partial, ShardState, rebuild};
 use crate::error::{LineaError, Result};
 use linea_engine::Loss;
 use linea_engine::fixed::ExactSums;
+use linea_engine::grid::Cell;
 use linea_engine::scd::{coarse, kernels};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,7 +49,14 @@ pub struct Traffic {
     pub partial_bytes_served: AtomicU64,
     pub partial_bytes_fetched: AtomicU64,
     pub result_bytes_sent: AtomicU64,
+    pub cells_from_storage: AtomicU64,
+    pub cells_from_peers: AtomicU64,
+    pub cells_served: AtomicU64,
+    pub items: AtomicU64,
 }
+
+/// How long a worker waits for a peer's copy of a cell before also reading storage.
+const HEDGE_AFTER: Duration = Duration::from_millis(50);
 
 /// A decoded phase: parameters parsed once per worker, not once per item.
 struct PhaseData {
@@ -68,6 +76,8 @@ pub struct WorkerCore {
     phases: Mutex<HashMap<u64, Arc<PhaseData>>>,
     model: Mutex<Option<Arc<ModelAt>>>,
     channels: Mutex<HashMap<String, Channel>>,
+    /// Shards taken over from another worker, and that worker's address.
+    peer_hints: Mutex<HashMap<usize, String>>,
     runtime: tokio::runtime::Handle,
     pool: rayon::ThreadPool,
     draining: AtomicBool,
@@ -152,7 +162,8 @@ impl WorkerCore {
     }
 
     /// Runs one item; the result says what went wrong instead of failing.
-    fn execute(&self, item: &proto::WorkItem) -> proto::ItemResult {
+    fn execute(self: &Arc<Self>, item: &proto::WorkItem) -> proto::ItemResult {
+        self.traffic.items.fetch_add(1, Ordering::Relaxed);
         let mut result = proto::ItemResult { item: item.id, ..Default::default() };
         let phase = self.phases.lock().expect("phases lock").get(&item.phase).cloned();
         let Some(phase) = phase else {
@@ -180,6 +191,10 @@ impl WorkerCore {
         if state.as_ref().is_some_and(|s| s.version == version) {
             drop(state);
             return Ok(slot);
+        }
+        if !prior.is_empty() && prior != self.address {
+            // Its cells are likely in the previous owner's cache too.
+            self.peer_hints.lock().expect("hints lock").insert(shard as usize, prior.to_string());
         }
         let fetched = (!prior.is_empty() && prior != self.address)
             .then(|| self.fetch_shard(prior, shard, version))
@@ -242,10 +257,15 @@ impl WorkerCore {
                 message: format!("sent model version {} for a phase of version {version}", model.version),
             });
         }
-        rebuild(&grid, shard, &model)
+        rebuild(grid.rows(shard), grid.manifest.blocks.len(), &model, |block| self.cell(block, shard))
     }
 
-    fn run_shard(&self, phase_id: u64, phase: &PhaseData, item: &proto::ShardItem) -> Result<Vec<u8>, ItemError> {
+    fn run_shard(
+        self: &Arc<Self>,
+        phase_id: u64,
+        phase: &PhaseData,
+        item: &proto::ShardItem,
+    ) -> Result<Vec<u8>, ItemError> {
         let grid = self.grid();
         let shard = item.shard as usize;
         let slot = self.shard_state(item.shard, phase.version, &item.prior_owner)?;
@@ -257,12 +277,12 @@ impl WorkerCore {
             if !blocks {
                 return Ok(Vec::new());
             }
-            (0..grid.manifest.blocks.len()).map(|b| grid.cell(b, shard)).collect()
+            (0..grid.manifest.blocks.len()).map(|b| self.cell(b, shard)).collect()
         };
         let exact = |partial: Vec<f64>| wire::from_i128s(&kernels::exact(&partial).sums);
         Ok(match &phase.kind {
             phase::Kind::Statistics(s) => {
-                let cell = grid.cell(s.block as usize, shard)?;
+                let cell = self.cell(s.block as usize, shard)?;
                 if let Some(next) = s.next_block {
                     self.prefetch(next as usize, shard);
                 }
@@ -287,11 +307,11 @@ impl WorkerCore {
                 Vec::new()
             }
             phase::Kind::Direction(d) => {
-                let cell = grid.cell(d.block as usize, shard)?;
+                let cell = self.cell(d.block as usize, shard)?;
                 exact(kernels::cell_direction_sums(&cell, &phase.vectors[0], &targets, &state.predictions, loss))
             }
             phase::Kind::Update(u) => {
-                let cell = grid.cell(u.block as usize, shard)?;
+                let cell = self.cell(u.block as usize, shard)?;
                 kernels::cell_update_predictions(&cell, &phase.vectors[0], &phase.vectors[1], &mut state.predictions);
                 state.version += 1;
                 Vec::new()
@@ -324,13 +344,89 @@ impl WorkerCore {
 
     /// Loads the next block's cell of a shard in the background, so the next statistics
     /// item finds it in the cache.
-    fn prefetch(&self, block: usize, shard: usize) {
-        let grid = self.grid();
+    fn prefetch(self: &Arc<Self>, block: usize, shard: usize) {
+        let core = self.clone();
         self.runtime.spawn_blocking(move || {
-            if let Err(e) = grid.cell(block, shard) {
+            if let Err(e) = core.cell(block, shard) {
                 tracing::debug!(block, shard, %e, "prefetch failed; the item will read it again");
             }
         });
+    }
+
+    /// A cell: from the cache, else from the shard's previous owner (if it was handed
+    /// over) hedged by a storage read, else from storage.
+    fn cell(&self, block: usize, shard: usize) -> Result<Arc<Cell>> {
+        let grid = self.grid();
+        if let Some(cell) = grid.cells.get((block, shard)) {
+            return Ok(cell);
+        }
+        let peer = self.peer_hints.lock().expect("hints lock").get(&shard).cloned();
+        let bytes = match peer {
+            Some(peer) => self.hedged_cell_bytes(&grid, &peer, block, shard)?,
+            None => {
+                self.traffic.cells_from_storage.fetch_add(1, Ordering::Relaxed);
+                grid.read_cell_bytes(block, shard)?
+            }
+        };
+        let cell = Arc::new(grid.decode_cell(block, shard, &bytes)?);
+        grid.cells.insert((block, shard), cell.clone(), Arc::new(bytes));
+        Ok(cell)
+    }
+
+    /// Asks `peer` for a cell's bytes; if it has not answered after [`HEDGE_AFTER`] (or
+    /// cannot help), reads storage too; the first good answer wins, the other is dropped.
+    /// Peer bytes are checked against the manifest's checksum like storage bytes.
+    fn hedged_cell_bytes(&self, grid: &Arc<Grid>, peer: &str, block: usize, shard: usize) -> Result<Vec<u8>> {
+        let (answers, answer) = std::sync::mpsc::channel::<(bool, Result<Vec<u8>>)>();
+        let mut client = self.peer(peer)?;
+        let to_us = answers.clone();
+        let (peer_name, request) =
+            (peer.to_string(), proto::FetchCellRequest { block: block as u32, shard: shard as u32 });
+        let asking = self.runtime.spawn(async move {
+            let reply = client.fetch_cell(request).await;
+            let _ = to_us.send((true, reply.map(|r| r.into_inner().compressed).map_err(remote(&peer_name))));
+        });
+        let expected = grid.manifest.blocks[block].cells[shard].crc32c;
+        let read_storage = || {
+            let (grid, to_us) = (grid.clone(), answers.clone());
+            std::thread::spawn(move || {
+                let _ = to_us.send((false, grid.read_cell_bytes(block, shard)));
+            });
+        };
+        let mut storage_asked = false;
+        loop {
+            let (from_peer, result) = match answer.recv_timeout(HEDGE_AFTER) {
+                Ok(received) => received,
+                Err(_) if !storage_asked => {
+                    storage_asked = true;
+                    read_storage();
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            match (from_peer, result) {
+                (true, Ok(bytes)) if linea_engine::codec::checksum(&bytes) == expected => {
+                    self.traffic.cells_from_peers.fetch_add(1, Ordering::Relaxed);
+                    return Ok(bytes);
+                }
+                (true, outcome) => {
+                    if let Err(LineaError::Remote { message, .. }) = &outcome
+                        && message.contains("unreachable")
+                    {
+                        self.peer_hints.lock().expect("hints lock").retain(|_, p| p != peer);
+                    }
+                    if !storage_asked {
+                        storage_asked = true;
+                        read_storage();
+                    }
+                }
+                (false, outcome) => {
+                    asking.abort();
+                    self.traffic.cells_from_storage.fetch_add(1, Ordering::Relaxed);
+                    return outcome;
+                }
+            }
+        }
     }
 
     /// Sums range `[begin, end)` of a statistics phase over every source's partial.
@@ -439,6 +535,19 @@ impl proto::peer_server::Peer for PeerService {
         Ok(Response::new(reply))
     }
 
+    async fn fetch_cell(
+        &self,
+        request: Request<proto::FetchCellRequest>,
+    ) -> Result<Response<proto::CellBytes>, Status> {
+        let r = request.into_inner();
+        let grid = self.core.grid.lock().expect("grid lock").clone();
+        let bytes = grid.and_then(|g| g.cells.compressed((r.block as usize, r.shard as usize)));
+        let bytes =
+            bytes.ok_or_else(|| Status::not_found(format!("cell {}/{} is not cached here", r.block, r.shard)))?;
+        self.core.traffic.cells_served.fetch_add(1, Ordering::Relaxed);
+        Ok(Response::new(proto::CellBytes { compressed: bytes.as_ref().clone() }))
+    }
+
     async fn fetch_shard(
         &self,
         request: Request<proto::FetchShardRequest>,
@@ -496,13 +605,26 @@ pub fn run(options: WorkerOptions) -> Result<()> {
         phases: Mutex::new(HashMap::new()),
         model: Mutex::new(None),
         channels: Mutex::new(HashMap::new()),
+        peer_hints: Mutex::new(HashMap::new()),
         runtime: runtime.handle().clone(),
         pool,
         draining: AtomicBool::new(false),
         traffic: Traffic::default(),
         options,
     });
-    runtime.block_on(serve(core, listener))
+    let outcome = runtime.block_on(serve(core.clone(), listener));
+    let (t, cells) = (&core.traffic, &core.grid.lock().expect("grid lock").clone());
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    tracing::info!(
+        "worker {} done: {} items; cells: {} cached, {} from storage, {} from peers, {} served to peers",
+        core.id,
+        load(&t.items),
+        cells.as_ref().map_or(0, |g| load(&g.cells.hits)),
+        load(&t.cells_from_storage),
+        load(&t.cells_from_peers),
+        load(&t.cells_served),
+    );
+    outcome
 }
 
 fn hostname() -> String {

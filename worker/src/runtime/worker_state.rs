@@ -45,8 +45,13 @@ impl Grid {
         Ok(targets)
     }
 
-    pub fn cell(&self, block: usize, shard: usize) -> Result<Arc<Cell>> {
-        self.cells.get((block, shard), || gridload::read_cell(self.storage.as_ref(), &self.manifest, block, shard))
+    /// A cell's compressed bytes from storage, checksum verified.
+    pub fn read_cell_bytes(&self, block: usize, shard: usize) -> Result<Vec<u8>> {
+        self.manifest.blocks[block].cells[shard].read(self.storage.as_ref())
+    }
+
+    pub fn decode_cell(&self, block: usize, shard: usize, bytes: &[u8]) -> Result<Cell> {
+        gridload::decode_cell(self.storage.as_ref(), &self.manifest, block, shard, bytes)
     }
 
     pub fn rows(&self, shard: usize) -> usize {
@@ -54,7 +59,8 @@ impl Grid {
     }
 }
 
-/// Decoded cells, least recently used evicted first once over budget.
+/// Cells, compressed (as stored: what peers are served) and decoded (what kernels read),
+/// least recently used evicted first once over budget.
 pub struct CellCache {
     budget: usize,
     inner: Mutex<Lru>,
@@ -62,12 +68,33 @@ pub struct CellCache {
     pub misses: AtomicU64,
 }
 
+type CellKey = (usize, usize);
+
+struct Entry {
+    cell: Arc<Cell>,
+    compressed: Arc<Vec<u8>>,
+    used: u64,
+    bytes: usize,
+}
+
 #[derive(Default)]
 struct Lru {
-    entries: HashMap<(usize, usize), (Arc<Cell>, u64, usize)>,
-    order: BTreeMap<u64, (usize, usize)>,
+    entries: HashMap<CellKey, Entry>,
+    order: BTreeMap<u64, CellKey>,
     tick: u64,
     bytes: usize,
+}
+
+impl Lru {
+    fn touch(&mut self, key: CellKey) -> Option<&Entry> {
+        self.tick += 1;
+        let tick = self.tick;
+        let entry = self.entries.get_mut(&key)?;
+        let old = std::mem::replace(&mut entry.used, tick);
+        self.order.remove(&old);
+        self.order.insert(tick, key);
+        self.entries.get(&key)
+    }
 }
 
 fn cell_bytes(cell: &Cell) -> usize {
@@ -83,39 +110,35 @@ impl CellCache {
         Self { budget, inner: Mutex::new(Lru::default()), hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
     }
 
-    pub fn get(&self, key: (usize, usize), load: impl FnOnce() -> Result<Cell>) -> Result<Arc<Cell>> {
-        {
-            let mut lru = self.inner.lock().expect("cache lock");
-            lru.tick += 1;
-            let tick = lru.tick;
-            if let Some((cell, used, _)) = lru.entries.get_mut(&key) {
-                let (cell, old) = (cell.clone(), std::mem::replace(used, tick));
-                lru.order.remove(&old);
-                lru.order.insert(tick, key);
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(cell);
-            }
-        }
-        // Loaded outside the lock, so other threads keep hitting the cache meanwhile.
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        let cell = Arc::new(load()?);
-        let size = cell_bytes(&cell);
+    pub fn get(&self, key: CellKey) -> Option<Arc<Cell>> {
+        let cell = self.inner.lock().expect("cache lock").touch(key).map(|e| e.cell.clone());
+        let counter = if cell.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        cell
+    }
+
+    /// The stored bytes of a cached cell, for a peer.
+    pub fn compressed(&self, key: CellKey) -> Option<Arc<Vec<u8>>> {
+        self.inner.lock().expect("cache lock").touch(key).map(|e| e.compressed.clone())
+    }
+
+    pub fn insert(&self, key: CellKey, cell: Arc<Cell>, compressed: Arc<Vec<u8>>) {
+        let bytes = cell_bytes(&cell) + compressed.len();
         let mut lru = self.inner.lock().expect("cache lock");
         lru.tick += 1;
-        let tick = lru.tick;
-        if let Some((_, old, old_size)) = lru.entries.insert(key, (cell.clone(), tick, size)) {
-            lru.order.remove(&old);
-            lru.bytes -= old_size;
+        let used = lru.tick;
+        if let Some(old) = lru.entries.insert(key, Entry { cell, compressed, used, bytes }) {
+            lru.order.remove(&old.used);
+            lru.bytes -= old.bytes;
         }
-        lru.order.insert(tick, key);
-        lru.bytes += size;
+        lru.order.insert(used, key);
+        lru.bytes += bytes;
         while lru.bytes > self.budget && lru.order.len() > 1 {
             let (_, victim) = lru.order.pop_first().expect("non-empty");
-            if let Some((_, _, victim_size)) = lru.entries.remove(&victim) {
-                lru.bytes -= victim_size;
+            if let Some(entry) = lru.entries.remove(&victim) {
+                lru.bytes -= entry.bytes;
             }
         }
-        Ok(cell)
     }
 }
 
@@ -141,14 +164,18 @@ pub struct ModelAt {
     pub snapshots: Vec<Vec<Vec<f64>>>,
 }
 
-/// Rebuilds a shard's state from the model: the same integers the incremental updates
-/// produce (engine::fixed).
-pub fn rebuild(grid: &Grid, shard: usize, model: &ModelAt) -> Result<ShardState> {
-    let rows = grid.rows(shard);
+/// Rebuilds a shard's state from the model, reading its cells through `cell`: the same
+/// integers the incremental updates produce (engine::fixed).
+pub fn rebuild(
+    rows: usize,
+    blocks: usize,
+    model: &ModelAt,
+    cell: impl Fn(usize) -> Result<Arc<Cell>>,
+) -> Result<ShardState> {
     let mut predictions = vec![0i64; rows];
     let mut snapshots = vec![vec![0i64; rows]; model.snapshots.len()];
-    for block in 0..grid.manifest.blocks.len() {
-        let cell = grid.cell(block, shard)?;
+    for block in 0..blocks {
+        let cell = cell(block)?;
         let zeros = vec![0.0; model.theta[block].len()];
         linea_engine::scd::kernels::cell_update_predictions(&cell, &zeros, &model.theta[block], &mut predictions);
         for (snapshot, theta) in snapshots.iter_mut().zip(&model.snapshots) {
