@@ -20,10 +20,10 @@ CP="$HERE/control-plane"
 . "$CP/versions.sh"
 
 passed=0 failed=0
-STATE="" OPERATOR_PID=""
+STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID=""
 finish() {
   local rc=$?
-  [ -n "$OPERATOR_PID" ] && kill "$OPERATOR_PID" 2>/dev/null || true
+  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
   if [ -n "$STATE" ]; then
     if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE/operator.log" 2>/dev/null || true; fi
     "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
@@ -39,7 +39,7 @@ fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^
 # check <description> <command...>: passes when the command succeeds.
 check() { local d="$1"; shift; if out="$("$@" 2>&1)"; then pass "$d"; else fail "$d" "$out"; fi; }
 
-(cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-operator)
+(cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-operator -p linea-worker)
 "$CP/build.sh" etcd kubernetes >/dev/null
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/linea-operator.XXXXXX")"
 rmdir "$STATE"
@@ -67,7 +67,7 @@ check "the operator's kubeconfig is the chart's ServiceAccount" bash -c \
 
 metrics_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
-  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e --no-master-polling \
+  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
   --metrics-address "127.0.0.1:$metrics_port" >"$STATE/operator.log" 2>&1 &
 OPERATOR_PID=$!
 
@@ -154,6 +154,32 @@ until_ok 30 equals tj/quick '{.status.phase}' Running
 set_pod_phase quick-master Succeeded
 check "a succeeded job with ttlSecondsAfterFinished 0 is deleted with its objects" until_ok 60 bash -c \
   "! '$KUBECTL' -n ml get tj quick && [ -z \"\$('$KUBECTL' -n ml get pods,services -l linea.io/job-name=quick -o name)\" ]"
+
+# Progress from a real master: `linea master` and a worker run here on loopback with the
+# job's token (HMAC of its uid under the operator key, as the operator computes it), and
+# the master pod reports 127.0.0.1 as its IP.
+"$LINEA_BIN" --quiet prepare --input "$LINEA_ROOT/../shared/data/a9a/a9a.train.libsvm" --format libsvm \
+  --output "$STATE/grid" --rows-per-shard 4096 >/dev/null
+sed -e 's/name: ads,/name: poll,/' "$STATE/ads.yaml" | k apply -f - >/dev/null
+until_ok 60 equals pod/poll-master '{.metadata.name}' poll-master
+uid="$(jp tj/poll '{.metadata.uid}')"
+token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' e2e-operator-key-0123456789 "$uid")"
+LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/poll.model" \
+  --listen 127.0.0.1:7070 --epochs 100000 --tolerance 0 >"$STATE/master.log" 2>&1 &
+MASTER_PID=$!
+LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 >/dev/null 2>&1 &
+WORKER_PID=$!
+master_at_epoch_2() { LINEA_JOB_SECRET="$token" "$LINEA_BIN" status --master 127.0.0.1:7070 | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
+until_ok 60 master_at_epoch_2
+k -n ml patch pod poll-master --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+progress_from_master() {
+  local epoch ready
+  epoch="$(jp tj/poll '{.status.progress.epoch}')" ready="$(jp tj/poll '{.status.workers.ready}')"
+  [ -n "$epoch" ] && [ "$epoch" -ge 2 ] && [ "$ready" = 1 ] && [ -n "$(jp tj/poll '{.status.progress.objective}')" ]
+}
+check "progress (epoch, objective, ready workers) is polled from the master's status RPC" until_ok 60 progress_from_master
+kill "$MASTER_PID" "$WORKER_PID" 2>/dev/null || true
 
 check "/metrics reports reconciles" bash -c \
   "curl -sf http://127.0.0.1:$metrics_port/metrics | grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]'"

@@ -40,6 +40,9 @@ pub struct Plan {
     pub status: TrainingJobStatus,
     pub create_master: bool,
     pub create_workers: Vec<i32>,
+    /// Running workers on nodes about to go: the master is asked to drain them, so they
+    /// hand their shards over and exit before the node is taken away.
+    pub drain_workers: Vec<String>,
     pub delete_pods: Vec<String>,
     pub events: Vec<Event>,
     pub delete_job: bool,
@@ -55,6 +58,23 @@ fn pod_condition(pod: &Pod, type_: &str) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == condition_status::TRUE))
+}
+
+/// Node taints that announce the node's removal (spot interruption notices, Karpenter and
+/// cluster-autoscaler scale-down, GKE's impending termination).
+pub const TERMINATION_TAINTS: [&str; 5] = [
+    "aws-node-termination-handler/spot-itn",
+    "karpenter.sh/disrupted",
+    "karpenter.sh/disruption",
+    "cloud.google.com/impending-node-termination",
+    "ToBeDeletedByClusterAutoscaler",
+];
+
+/// Whether a node is about to go: a termination taint, or cordoned.
+pub fn node_terminating(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    let Some(spec) = &node.spec else { return false };
+    spec.unschedulable == Some(true)
+        || spec.taints.iter().flatten().any(|t| TERMINATION_TAINTS.contains(&t.key.as_str()))
 }
 
 /// Taken away rather than failed: preempted, evicted, its node shut down.
@@ -215,9 +235,28 @@ impl Planner<'_> {
         }
     }
 
-    fn workers(&mut self, progress: Option<&MasterProgress>) {
+    fn workers(&mut self, progress: Option<&MasterProgress>, leaving_nodes: &[String]) {
         let desired = self.job.spec.workers.clamped_replicas();
         let mut ready = 0;
+        let pods = self.pods;
+        let leaving = pods.iter().filter(|p| {
+            let on_leaving_node =
+                p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| leaving_nodes.contains(n));
+            p.labels().get(LABEL_ROLE).is_some_and(|r| r == Role::Worker.as_str())
+                && phase_of(p) == "Running"
+                && !terminating(p)
+                && (on_leaving_node || pod_condition(p, "DisruptionTarget"))
+        });
+        for pod in leaving {
+            self.plan.drain_workers.push(pod.name_any());
+        }
+        if !self.plan.drain_workers.is_empty() {
+            let names = self.plan.drain_workers.join(", ");
+            self.set(condition_type::DRAINING, true, reason::NODE_TERMINATING, format!("draining {names}"));
+            self.event(false, reason::NODE_TERMINATING, format!("node going away; draining {names}"));
+        } else if self.plan.status.condition(condition_type::DRAINING).is_some() {
+            self.set(condition_type::DRAINING, false, reason::STABLE, "no worker is draining");
+        }
         for index in 0..desired {
             let name = desired::worker_name(self.job, index);
             match self.find(&name).cloned() {
@@ -257,8 +296,15 @@ impl Planner<'_> {
     }
 }
 
-/// Decides what to do about `job`, whose pods are `pods`, at `now`.
-pub fn plan(job: &TrainingJob, pods: &[Pod], progress: Option<&MasterProgress>, now: Timestamp) -> Plan {
+/// Decides what to do about `job`, whose pods are `pods`, at `now`; `leaving_nodes` are
+/// the nodes of its pods that are about to go ([`node_terminating`]).
+pub fn plan(
+    job: &TrainingJob,
+    pods: &[Pod],
+    progress: Option<&MasterProgress>,
+    leaving_nodes: &[String],
+    now: Timestamp,
+) -> Plan {
     let mut status = job.status.clone().unwrap_or_default();
     let before = status.phase;
     status.observed_generation = job.metadata.generation;
@@ -268,6 +314,7 @@ pub fn plan(job: &TrainingJob, pods: &[Pod], progress: Option<&MasterProgress>, 
         status,
         create_master: false,
         create_workers: Vec::new(),
+        drain_workers: Vec::new(),
         delete_pods: Vec::new(),
         events: Vec::new(),
         delete_job: false,
@@ -313,7 +360,7 @@ pub fn plan(job: &TrainingJob, pods: &[Pod], progress: Option<&MasterProgress>, 
     if p.plan.status.is_finished() {
         return p.plan;
     }
-    p.workers(progress);
+    p.workers(progress, leaving_nodes);
     if before != p.plan.status.phase && p.plan.status.phase == Some(Phase::Running) {
         p.event(false, reason::TRAINING, "the master is running");
     }
@@ -347,7 +394,7 @@ mod tests {
     #[test]
     fn a_new_job_gets_a_master_and_its_workers() {
         let job = job(SPEC);
-        let plan = plan(&job, &[], None, now());
+        let plan = plan(&job, &[], None, &[], now());
         assert!(plan.create_master);
         assert_eq!(plan.create_workers, [0, 1]);
         assert_eq!(plan.status.phase, Some(Phase::Pending));
@@ -358,7 +405,7 @@ mod tests {
     #[test]
     fn conditions_follow_the_pods_to_success_and_the_ttl_removes_the_job() {
         let j = job(SPEC);
-        let first = plan(&j, &[], None, now());
+        let first = plan(&j, &[], None, &[], now());
         let pods = vec![
             with_phase(desired::master_pod(&j, &options()), "Running"),
             with_phase(desired::worker_pod(&j, 0, &options()), "Running"),
@@ -366,7 +413,7 @@ mod tests {
         ];
         let j = next(j, &first);
         let progress = MasterProgress { epoch: 3, workers_active: 2, objective: Some(1.5), ..Default::default() };
-        let running = plan(&j, &pods, Some(&progress), now());
+        let running = plan(&j, &pods, Some(&progress), &[], now());
         assert_eq!(running.status.phase, Some(Phase::Running));
         assert!(running.status.is_condition_true(condition_type::RUNNING));
         assert_eq!(running.status.workers.as_ref().unwrap().ready, 2);
@@ -376,22 +423,22 @@ mod tests {
         let j = next(j, &running);
         let mut done = pods.clone();
         done[0] = with_phase(done[0].clone(), "Succeeded");
-        let succeeded = plan(&j, &done, None, now());
+        let succeeded = plan(&j, &done, None, &[], now());
         assert_eq!(succeeded.status.phase, Some(Phase::Succeeded));
         assert!(succeeded.status.is_condition_true(condition_type::SUCCEEDED));
         assert_eq!(succeeded.delete_pods, ["ads-worker-0", "ads-worker-1"], "running pods cleaned, the master kept");
 
         let j = next(j, &succeeded);
-        let later = plan(&j, &[], None, now() + SignedDuration::from_secs(30));
+        let later = plan(&j, &[], None, &[], now() + SignedDuration::from_secs(30));
         assert!(!later.delete_job && later.requeue == Duration::from_secs(30));
-        assert!(plan(&j, &[], None, now() + SignedDuration::from_secs(60)).delete_job, "TTL after finish");
+        assert!(plan(&j, &[], None, &[], now() + SignedDuration::from_secs(60)).delete_job, "TTL after finish");
     }
 
     #[test]
     fn a_failing_master_is_retried_up_to_the_backoff_limit_but_preemption_does_not_count() {
         let j = job(SPEC);
         let failed = with_phase(desired::master_pod(&j, &options()), "Failed");
-        let first = plan(&j, std::slice::from_ref(&failed), None, now());
+        let first = plan(&j, std::slice::from_ref(&failed), None, &[], now());
         assert_eq!((first.status.phase, first.status.restarts), (Some(Phase::Restarting), 1));
         assert_eq!(first.delete_pods, ["ads-master"]);
 
@@ -399,12 +446,12 @@ mod tests {
         let mut preempted = failed.clone();
         let disruption = PodCondition { type_: "DisruptionTarget".into(), status: "True".into(), ..Default::default() };
         preempted.status.as_mut().unwrap().conditions.as_mut().unwrap().push(disruption);
-        let after_preemption = plan(&j, std::slice::from_ref(&preempted), None, now());
+        let after_preemption = plan(&j, std::slice::from_ref(&preempted), None, &[], now());
         assert_eq!(after_preemption.status.restarts, 1, "preemption is not a failure");
         assert_eq!(after_preemption.status.phase, Some(Phase::Restarting));
 
         let j = next(j, &after_preemption);
-        let second = plan(&j, std::slice::from_ref(&failed), None, now());
+        let second = plan(&j, std::slice::from_ref(&failed), None, &[], now());
         assert_eq!(second.status.phase, Some(Phase::Failed));
         let c = second.status.condition(condition_type::FAILED).unwrap();
         assert_eq!(c.reason, reason::BACKOFF_LIMIT_EXCEEDED);
@@ -414,26 +461,55 @@ mod tests {
     #[test]
     fn ended_workers_are_replaced_and_extra_ones_removed() {
         let j = job(SPEC);
-        let j = next(j.clone(), &plan(&j, &[], None, now()));
+        let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
         let pods = vec![
             with_phase(desired::master_pod(&j, &options()), "Running"),
             with_phase(desired::worker_pod(&j, 0, &options()), "Failed"),
             with_phase(desired::worker_pod(&j, 1, &options()), "Running"),
             with_phase(desired::worker_pod(&j, 2, &options()), "Running"),
         ];
-        let p = plan(&j, &pods, None, now());
+        let p = plan(&j, &pods, None, &[], now());
         assert_eq!(p.delete_pods, ["ads-worker-0", "ads-worker-2"]);
         assert_eq!(p.status.phase, Some(Phase::Running));
     }
 
     #[test]
+    fn workers_on_nodes_about_to_go_are_drained() {
+        use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+        let j = job(SPEC);
+        let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
+        let mut on_spot = with_phase(desired::worker_pod(&j, 1, &options()), "Running");
+        on_spot.spec.as_mut().unwrap().node_name = Some("spot-1".into());
+        let pods = vec![
+            with_phase(desired::master_pod(&j, &options()), "Running"),
+            with_phase(desired::worker_pod(&j, 0, &options()), "Running"),
+            on_spot,
+        ];
+        let p = plan(&j, &pods, None, &["spot-1".to_string()], now());
+        assert_eq!(p.drain_workers, ["ads-worker-1"]);
+        assert!(p.status.is_condition_true(condition_type::DRAINING));
+        assert!(p.delete_pods.is_empty(), "a draining worker finishes its handover before it goes");
+        let calm = plan(&next(j, &p), &pods, None, &[], now());
+        assert!(calm.drain_workers.is_empty() && !calm.status.is_condition_true(condition_type::DRAINING));
+
+        let taint = |key: &str| Taint { key: key.into(), effect: "NoSchedule".into(), ..Default::default() };
+        let node = |taints: Vec<Taint>, cordoned| Node {
+            spec: Some(NodeSpec { taints: Some(taints), unschedulable: Some(cordoned), ..Default::default() }),
+            ..Default::default()
+        };
+        assert!(node_terminating(&node(vec![taint("aws-node-termination-handler/spot-itn")], false)));
+        assert!(node_terminating(&node(vec![], true)), "a cordoned node is leaving");
+        assert!(!node_terminating(&node(vec![taint("cloud.google.com/gke-spot")], false)), "spot is not leaving");
+    }
+
+    #[test]
     fn a_job_past_its_deadline_fails_and_an_unrunnable_one_says_why() {
         let j = job("datasetUri: s3://d/grid\nmodelUri: s3://m/model\nrunPolicy: {activeDeadlineSeconds: 100}\n");
-        let j = next(j.clone(), &plan(&j, &[], None, now()));
-        let late = plan(&j, &[], None, now() + SignedDuration::from_secs(100));
+        let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
+        let late = plan(&j, &[], None, &[], now() + SignedDuration::from_secs(100));
         assert_eq!(late.status.condition(condition_type::FAILED).unwrap().reason, reason::DEADLINE_EXCEEDED);
         let cocoa = job("datasetUri: s3://d/g\nmodelUri: s3://m/x\nalgorithm: {cocoa: {}}\n");
-        let refused = plan(&cocoa, &[], None, now());
+        let refused = plan(&cocoa, &[], None, &[], now());
         assert_eq!(refused.status.phase, Some(Phase::Failed));
         assert!(!refused.create_master);
         assert_eq!(refused.status.condition(condition_type::FAILED).unwrap().reason, reason::INVALID_SPEC);

@@ -7,7 +7,7 @@ use crate::error::{OperatorError, Result};
 use crate::metrics::{CategoryLabel, Metrics, PhaseLabel};
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -95,16 +95,42 @@ async fn apply(job: &TrainingJob, ctx: &Context) -> Result<Action> {
     let client = ctx.client.clone();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let existing = pods.list(&ListParams::default().labels(&desired::selector(job, None))).await?.items;
-    let progress = match master_address(job, &existing) {
-        Some(address) if ctx.poll_masters && desired::operator_owns_secret(job) => {
-            let token = desired::job_token(&ctx.options.operator_key, job.uid().as_deref().unwrap_or_default());
-            master::progress(&address, &token).await
-        }
-        _ => None,
+    let master = master_address(job, &existing).filter(|_| ctx.poll_masters && desired::operator_owns_secret(job));
+    let token = desired::job_token(&ctx.options.operator_key, job.uid().as_deref().unwrap_or_default());
+    let progress = match &master {
+        Some(address) => master::progress(address, &token).await,
+        None => None,
     };
-    let plan = plan::plan(job, &existing, progress.as_ref(), Timestamp::now());
+    let leaving = leaving_nodes(&ctx.client, &existing).await?;
+    let plan = plan::plan(job, &existing, progress.as_ref(), &leaving, Timestamp::now());
     carry_out(job, ctx, &pods, &plan).await?;
+    for name in &plan.drain_workers {
+        let ip = existing.iter().find(|p| &p.name_any() == name).and_then(|p| p.status.as_ref()?.pod_ip.clone());
+        match (&master, ip) {
+            (Some(master), Some(ip)) => {
+                let worker = format!("http://{ip}:{}", desired::WORKER_PORT);
+                let found = master::drain(master, &token, &worker).await;
+                tracing::info!(job = %job.name_any(), pod = %name, found, "asked the master to drain a worker");
+            }
+            _ => tracing::warn!(job = %job.name_any(), pod = %name, "cannot reach the master to drain this worker"),
+        }
+    }
     Ok(if plan.delete_job { Action::await_change() } else { Action::requeue(plan.requeue) })
+}
+
+/// Nodes of these pods that are about to go ([`plan::node_terminating`]).
+async fn leaving_nodes(client: &Client, pods: &[Pod]) -> Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut names: Vec<&String> = pods.iter().filter_map(|p| p.spec.as_ref()?.node_name.as_ref()).collect();
+    names.sort();
+    names.dedup();
+    let mut leaving = Vec::new();
+    for name in names {
+        if nodes.get_opt(name).await?.is_some_and(|n| plan::node_terminating(&n)) {
+            leaving.push(name.clone());
+        }
+    }
+    Ok(leaving)
 }
 
 /// `http://ip:port` of a running master pod.

@@ -168,6 +168,10 @@ impl proto::peer_server::Peer for PeerService {
     async fn fetch_shard(&self, _: Request<proto::FetchShardRequest>) -> Result<Response<proto::ShardState>, Status> {
         Err(Status::unimplemented("simulated workers keep no shard state"))
     }
+
+    async fn fetch_cell(&self, _: Request<proto::FetchCellRequest>) -> Result<Response<proto::CellBytes>, Status> {
+        Err(Status::not_found("simulated workers cache no cells"))
+    }
 }
 
 #[derive(Clone, Copy)]
