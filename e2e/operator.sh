@@ -10,7 +10,9 @@
 # all owned by it; conditions and `kubectl get tj` follow the pods; a failed worker is
 # replaced; a failing master is retried up to backoffLimit, then the job is Failed with
 # BackoffLimitExceeded; preemption does not count; events are recorded; deleting a job
-# removes everything (finalizer); TTL deletes a finished job; /metrics answers.
+# removes everything (finalizer); TTL deletes a finished job; progress comes from a real
+# `linea master`'s status RPC; a worker on a node with a termination notice is drained
+# through that master and exits 0; /metrics answers.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -20,10 +22,10 @@ CP="$HERE/control-plane"
 . "$CP/versions.sh"
 
 passed=0 failed=0
-STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID=""
+STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID=""
 finish() {
   local rc=$?
-  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
+  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
   if [ -n "$STATE" ]; then
     if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE/operator.log" 2>/dev/null || true; fi
     "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
@@ -129,12 +131,12 @@ check "a preempted worker is replaced" until_ok 30 bash -c \
 old_uid="$(jp pod/ads-master '{.metadata.uid}')"
 set_pod_phase ads-master Failed Preempted
 check "a preempted master is replaced without counting against backoffLimit" until_ok 30 bash -c \
-  "[ \"\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}')\" != '$old_uid' ] && [ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 0 ]"
+  "uid=\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}'); [ -n \"\$uid\" ] && [ \"\$uid\" != '$old_uid' ] && [ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 0 ]"
 
 old_uid="$(jp pod/ads-master '{.metadata.uid}')"
 set_pod_phase ads-master Failed Error
 check "a failed master is retried (restarts 1, phase Restarting, new pod)" until_ok 30 bash -c \
-  "[ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 1 ] && [ \"\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}')\" != '$old_uid' ]"
+  "uid=\$('$KUBECTL' -n ml get pod ads-master -o jsonpath='{.metadata.uid}'); [ \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.restarts}')\" = 1 ] && [ -n \"\$uid\" ] && [ \"\$uid\" != '$old_uid' ]"
 set_pod_phase ads-master Failed Error
 check "past backoffLimit the job is Failed with BackoffLimitExceeded" until_ok 30 equals tj/ads \
   '{.status.phase}/{.status.conditions[?(@.type=="Failed")].reason}' "Failed/BackoffLimitExceeded"
@@ -167,8 +169,12 @@ token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(
 LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/poll.model" \
   --listen 127.0.0.1:7070 --epochs 100000 --tolerance 0 >"$STATE/master.log" 2>&1 &
 MASTER_PID=$!
-LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 >/dev/null 2>&1 &
+# This worker plays poll-worker-0 (the operator reaches it at the pod IP and port 7071);
+# a second one takes its shards when it is drained.
+LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 --listen 127.0.0.1:7071 >/dev/null 2>&1 &
 WORKER_PID=$!
+LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 >/dev/null 2>&1 &
+OTHER_WORKER_PID=$!
 master_at_epoch_2() { LINEA_JOB_SECRET="$token" "$LINEA_BIN" status --master 127.0.0.1:7070 | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 master_at_epoch_2
 k -n ml patch pod poll-master --subresource=status --type=merge \
@@ -176,10 +182,29 @@ k -n ml patch pod poll-master --subresource=status --type=merge \
 progress_from_master() {
   local epoch ready
   epoch="$(jp tj/poll '{.status.progress.epoch}')" ready="$(jp tj/poll '{.status.workers.ready}')"
-  [ -n "$epoch" ] && [ "$epoch" -ge 2 ] && [ "$ready" = 1 ] && [ -n "$(jp tj/poll '{.status.progress.objective}')" ]
+  [ -n "$epoch" ] && [ "$epoch" -ge 2 ] && [ "$ready" = 2 ] && [ -n "$(jp tj/poll '{.status.progress.objective}')" ] ||
+    { echo "status: $(jp tj/poll '{.status}')"; false; }
 }
 check "progress (epoch, objective, ready workers) is polled from the master's status RPC" until_ok 60 progress_from_master
-kill "$MASTER_PID" "$WORKER_PID" 2>/dev/null || true
+
+# A spot node gets its interruption notice: the operator asks the master to drain the
+# worker there, which hands its shards over and exits 0 before the node goes.
+echo '{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "spot-1"}}' | k create -f - >/dev/null
+echo '{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "poll-worker-0"},
+  "target": {"apiVersion": "v1", "kind": "Node", "name": "spot-1"}}' |
+  k create --raw /api/v1/namespaces/ml/pods/poll-worker-0/binding -f - >/dev/null
+k -n ml patch pod poll-worker-0 --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+k taint node spot-1 aws-node-termination-handler/spot-itn=true:NoSchedule >/dev/null
+worker_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null; }
+check "a worker on a node with a termination notice is drained and exits" until_ok 60 worker_exited
+check "... with exit code 0" wait "$WORKER_PID"
+draining_reported() {
+  [ "$(jp tj/poll '{.status.conditions[?(@.type=="Draining")].reason}')" = NodeTerminating ] &&
+    k -n ml get events --field-selector involvedObject.name=poll -o jsonpath='{.items[*].reason}' | grep -q NodeTerminating
+}
+check "the job reports Draining (NodeTerminating) and an event" until_ok 30 draining_reported
+kill "$MASTER_PID" "$OTHER_WORKER_PID" 2>/dev/null || true
 
 check "/metrics reports reconciles" bash -c \
   "curl -sf http://127.0.0.1:$metrics_port/metrics | grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]'"

@@ -40,6 +40,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
     let args = Args::parse();
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| "a TLS crypto provider was installed twice")?;
     if args.operator_key.len() < 16 {
         return Err("the operator key must be at least 16 bytes".into());
     }
