@@ -49,6 +49,7 @@ impl Context {
     }
 }
 
+#[tracing::instrument(skip_all, fields(job = %job.name_any(), namespace = job.namespace().unwrap_or_default()))]
 pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Action> {
     let started = Instant::now();
     let namespace = job.namespace().ok_or_else(|| OperatorError::MissingField(job.name_any(), "namespace"))?;
