@@ -78,18 +78,7 @@ finish() {
 }
 trap finish EXIT
 
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
-# check <name> <cmd...>: one check; the command's output is shown when it fails, its
-# lines marked "note: " always.
-check() {
-  local name="$1" out; shift
-  if out="$("$@" 2>&1)"; then
-    pass "$name"; printf '%s\n' "$out" | sed -n 's/^note: /       /p'
-  else
-    fail "$name" "$out"
-  fi
-}
+. "$HERE/checks.sh"
 
 "$CP/build.sh" etcd kubernetes helm >/dev/null
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/linea-chart.XXXXXX")"

@@ -34,8 +34,7 @@ rmdir "$STATE"
 export KUBECACHEDIR="$STATE/kube-cache"
 k() { "$KUBECTL" "$@"; }
 
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
+. "$HERE/checks.sh"
 
 if out="$(k apply -f "$ROOT/crds/trainingjob.crd.yaml" 2>&1 && k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io 2>&1)"; then
   pass "CRD trainingjobs.linea.io installs and is Established"

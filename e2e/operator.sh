@@ -36,10 +36,7 @@ finish() {
 }
 trap finish EXIT
 
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; printf '%s\n' "$2" | sed 's/^/       /'; }
-# check <description> <command...>: passes when the command succeeds.
-check() { local d="$1"; shift; if out="$("$@" 2>&1)"; then pass "$d"; else fail "$d" "$out"; fi; }
+. "$HERE/checks.sh"
 
 (cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-operator -p linea-worker)
 "$CP/build.sh" etcd kubernetes >/dev/null
@@ -198,7 +195,9 @@ k -n ml patch pod poll-worker-0 --subresource=status --type=merge \
 k taint node spot-1 aws-node-termination-handler/spot-itn=true:NoSchedule >/dev/null
 worker_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null; }
 check "a worker on a node with a termination notice is drained and exits" until_ok 60 worker_exited
-check "... with exit code 0" wait "$WORKER_PID"
+worker_rc=0
+wait "$WORKER_PID" || worker_rc=$?
+check "... with exit code 0" test "$worker_rc" = 0
 draining_reported() {
   [ "$(jp tj/poll '{.status.conditions[?(@.type=="Draining")].reason}')" = NodeTerminating ] &&
     k -n ml get events --field-selector involvedObject.name=poll -o jsonpath='{.items[*].reason}' | grep -q NodeTerminating

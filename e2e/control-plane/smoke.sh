@@ -55,19 +55,7 @@ export KUBECACHEDIR="$STATE/kube-cache"
 export HELM_CACHE_HOME="$STATE/helm/cache" HELM_CONFIG_HOME="$STATE/helm/config" HELM_DATA_HOME="$STATE/helm/data"
 k() { "$KUBECTL" "$@"; }
 
-# check <name> <cmd...>: run one check, record the outcome, keep going. The
-# check's output is shown on failure; lines it marks "note: " always.
-check() {
-  local name="$1"; shift
-  local out
-  if out="$("$@" 2>&1)"; then
-    passed=$((passed + 1)); echo "ok   - $name"
-    printf '%s\n' "$out" | sed -n 's/^note: /       /p'
-  else
-    failed=$((failed + 1)); echo "FAIL - $name"
-    printf '%s\n' "$out" | sed 's/^/       /'
-  fi
-}
+. "$HERE/../checks.sh"
 
 # 1. client and server versions; the server is the pinned build
 check_version() {
