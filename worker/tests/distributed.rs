@@ -258,3 +258,12 @@ fn a_worker_without_the_job_secret_is_refused() {
     assert!(worker.wait().unwrap().success());
     assert!(Path::new(&model).exists());
 }
+
+#[test]
+fn a_worker_whose_master_never_answers_gives_up_with_a_clear_error() {
+    let absent = format!("127.0.0.1:{}", free_port());
+    let out = linea(&["worker", "--master", &absent, "--reconnect-for", "1"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("http://{absent}")) && stderr.contains("gave up after 1s"), "{stderr}");
+}

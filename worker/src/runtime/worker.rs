@@ -444,8 +444,7 @@ impl WorkerCore {
                     begin: begin as u32,
                     end: end as u32,
                 };
-                let reply = self.peer(&source.address).map_err(|e| ItemError::Fatal(e.to_string()))?;
-                let mut client = reply;
+                let mut client = self.peer(&source.address)?;
                 match self.runtime.block_on(client.fetch_partial(request)) {
                     Ok(reply) => {
                         let reply = reply.into_inner();
@@ -568,7 +567,13 @@ impl proto::peer_server::Peer for PeerService {
 /// How a session with the master ended.
 enum SessionEnd {
     Released,
-    Disconnected(LineaError),
+    /// The master refused this worker (wrong secret): retrying cannot help.
+    Refused(LineaError),
+    /// The connection failed or dropped; `joined` if the master had taken the worker in.
+    Lost {
+        error: LineaError,
+        joined: bool,
+    },
 }
 
 /// Runs a worker until the master releases it. Blocks; owns its tokio runtime.
@@ -651,10 +656,13 @@ async fn serve(core: Arc<WorkerCore>, listener: tokio::net::TcpListener) -> Resu
                 tracing::info!(id = %core.id, "released by the master");
                 return Ok(());
             }
-            SessionEnd::Disconnected(e @ LineaError::Remote { .. }) if e.to_string().contains("refused") => {
-                return Err(e);
-            }
-            SessionEnd::Disconnected(e) => {
+            SessionEnd::Refused(e) => return Err(e),
+            SessionEnd::Lost { error: e, joined } => {
+                if joined {
+                    // Contact counts from the last session the master accepted.
+                    last_contact = Instant::now();
+                    delay = Duration::from_millis(50);
+                }
                 if core.draining.load(Ordering::SeqCst) {
                     // Draining with no master to hand over to: nothing more to do.
                     return Ok(());
@@ -672,9 +680,6 @@ async fn serve(core: Arc<WorkerCore>, listener: tokio::net::TcpListener) -> Resu
                 }
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
-        }
-        if drain_started.is_none() {
-            last_contact = Instant::now();
         }
     }
 }
@@ -700,10 +705,15 @@ async fn session(
     terminate: &tokio::sync::Notify,
     drain_started: &mut Option<Instant>,
 ) -> SessionEnd {
-    let disconnected = |e: LineaError| SessionEnd::Disconnected(e);
+    let mut joined = false;
+    let lost = |status: &Status, joined: bool| match status.code() {
+        tonic::Code::Unauthenticated => SessionEnd::Refused(super::rpc_error(&core.options.master, status)),
+        _ => SessionEnd::Lost { error: super::rpc_error(&core.options.master, status), joined },
+    };
+    let disconnected = |error: LineaError, joined: bool| SessionEnd::Lost { error, joined };
     let mut client = match core.master() {
         Ok(c) => c,
-        Err(e) => return disconnected(e),
+        Err(e) => return disconnected(e, false),
     };
     let (outbound, messages) = unbounded_channel::<proto::WorkerMessage>();
     let send = |out: &UnboundedSender<proto::WorkerMessage>, body| {
@@ -717,7 +727,7 @@ async fn session(
     }
     let mut inbound = match client.work(UnboundedReceiverStream::new(messages)).await {
         Ok(r) => r.into_inner(),
-        Err(status) => return disconnected(super::rpc_error(&core.options.master, &status)),
+        Err(status) => return lost(&status, false),
     };
     let (results, mut completed) = unbounded_channel::<proto::ItemResult>();
     let drain_deadline = |started: &Option<Instant>| {
@@ -735,15 +745,16 @@ async fn session(
                 let body = match message {
                     Ok(Some(proto::MasterMessage { body: Some(body) })) => body,
                     Ok(Some(_)) => continue,
-                    Ok(None) => return disconnected(LineaError::Remote { peer: core.options.master.clone(), message: "ended the session".into() }),
-                    Err(status) => return disconnected(super::rpc_error(&core.options.master, &status)),
+                    Ok(None) => return disconnected(LineaError::Remote { peer: core.options.master.clone(), message: "ended the session".into() }, joined),
+                    Err(status) => return lost(&status, joined),
                 };
                 match body {
                     master_message::Body::Job(job) => {
                         if let Err(e) = core.start_session(&job) {
                             tracing::error!(%e, "cannot open the job's data");
-                            return disconnected(e);
+                            return disconnected(e, false);
                         }
+                        joined = true;
                     }
                     master_message::Body::Assignment(assignment) => {
                         for phase in assignment.phases {
