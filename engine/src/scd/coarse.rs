@@ -73,7 +73,7 @@ pub fn shard_coarse_statistics(
     let derivatives: Vec<_> =
         targets.iter().zip(predictions).map(|(&y, &p)| loss.derivatives(y, prediction_value(p))).collect();
     let triangle = dims * (dims + 1) / 2;
-    let mut out = vec![0.0; dims + triangle + 2];
+    let mut out = vec![0.0; statistics_len(dims)];
     for (b, cell) in cells.iter().enumerate() {
         out[b] = cell.rows.iter().enumerate().map(|(n, &row)| derivatives[row as usize].first * cell.value(n)).sum();
     }
@@ -102,6 +102,11 @@ pub fn shard_coarse_statistics(
     }
     out[dims + triangle] = rows as f64;
     out
+}
+
+/// Length of [`shard_coarse_statistics`]' output for `dims` directions.
+pub fn statistics_len(dims: usize) -> usize {
+    dims + dims * (dims + 1) / 2 + 2
 }
 
 /// Line-search sums along `d_i = sum_k z_ik t_k`, as [`super::kernels::cell_direction_sums`],
@@ -137,6 +142,12 @@ pub fn shard_coarse_direction_sums(
 pub fn hessian_stride(rows: u64, dims: usize) -> usize {
     let wanted = (64 * dims * dims).max(65_536) as u64;
     (rows / wanted).max(1) as usize
+}
+
+/// Whether shard `shard` contributes to the coarse Hessian: every `stride`-th one. Every
+/// executor must pick the same shards, or models would differ between executors.
+pub fn takes_hessian(shard: usize, stride: usize) -> bool {
+    shard % stride.max(1) == 0
 }
 
 /// Solves `H t = -g` for the packed upper-triangular `H` by Cholesky, dropping (t = 0)

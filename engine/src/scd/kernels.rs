@@ -39,17 +39,13 @@ pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: 
     (g, h)
 }
 
-/// Adds a cell's local statistics into block-indexed exact sums.
-pub fn accumulate_statistics(
-    cell: &Cell,
-    local: (Vec<f64>, Vec<f64>),
-    gradient: &mut ExactSums,
-    curvature: &mut ExactSums,
-) {
+/// Adds a cell's local statistics into block-indexed exact sums; touches only the cell's
+/// features, so a worker can add many cells into one block-sized partial.
+pub fn accumulate_statistics(cell: &Cell, local: (Vec<f64>, Vec<f64>), gradient: &mut [i128], curvature: &mut [i128]) {
     for (l, &feature) in cell.feature_ids.iter().enumerate() {
         let f = feature as usize;
-        gradient.sums[f] = gradient.sums[f].wrapping_add(to_fixed128(local.0[l]));
-        curvature.sums[f] = curvature.sums[f].wrapping_add(to_fixed128(local.1[l]));
+        gradient[f] = gradient[f].wrapping_add(to_fixed128(local.0[l]));
+        curvature[f] = curvature[f].wrapping_add(to_fixed128(local.1[l]));
     }
 }
 

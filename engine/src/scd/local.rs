@@ -97,7 +97,7 @@ impl Executor for LocalExecutor<'_> {
                     || (ExactSums::zeros(features), ExactSums::zeros(features)),
                     |(mut g, mut h), (shard, cell)| {
                         let local = kernels::cell_statistics(cell, &grid.targets[shard], &predictions[shard], loss);
-                        kernels::accumulate_statistics(cell, local, &mut g, &mut h);
+                        kernels::accumulate_statistics(cell, local, &mut g.sums, &mut h.sums);
                         (g, h)
                     },
                 )
@@ -148,7 +148,7 @@ impl Executor for LocalExecutor<'_> {
 
     fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, EngineError> {
         self.per_shard(blocks, |shard, cells, snapshots, targets, predictions, loss| {
-            let hessian = shard % hessian_stride.max(1) == 0;
+            let hessian = coarse::takes_hessian(shard, hessian_stride);
             coarse::shard_coarse_statistics(cells, snapshots, targets, predictions, loss, hessian)
         })
     }

@@ -76,19 +76,23 @@ impl Hub {
     fn dispatch(&self, step: impl FnOnce(&mut Scheduler) -> Outbox) {
         let mut guard = self.state.lock().expect("hub lock");
         let (scheduler, outboxes) = &mut *guard;
-        for (key, message) in step(scheduler) {
-            let release = matches!(message.body, Some(master_message::Body::Release(_)));
-            if let Some(outbox) = outboxes.get(&key) {
-                let _ = outbox.send(Ok(message));
-            }
-            if release {
-                outboxes.remove(&key);
-            }
-        }
+        send(outboxes, step(scheduler));
     }
 
     fn set_status(&self, update: impl FnOnce(&mut RunStatus)) {
         update(&mut self.status.lock().expect("status lock"));
+    }
+}
+
+fn send(outboxes: &mut Outboxes, messages: Outbox) {
+    for (key, message) in messages {
+        let release = matches!(message.body, Some(master_message::Body::Release(_)));
+        if let Some(outbox) = outboxes.get(&key) {
+            let _ = outbox.send(Ok(message));
+        }
+        if release {
+            outboxes.remove(&key);
+        }
     }
 }
 
@@ -116,14 +120,9 @@ impl proto::master_server::Master for Service {
         let key = {
             let mut guard = hub.state.lock().expect("hub lock");
             let (scheduler, outboxes) = &mut *guard;
-            let (key, outbox_messages) =
-                scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
+            let (key, messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
             outboxes.insert(key, outbox);
-            for (k, m) in outbox_messages {
-                if let Some(o) = outboxes.get(&k) {
-                    let _ = o.send(Ok(m));
-                }
-            }
+            send(outboxes, messages);
             key
         };
         tracing::info!(worker = %join.worker_id, address = %join.address, threads = join.threads, "worker joined");
@@ -301,7 +300,7 @@ impl Executor for RemoteExecutor {
         let dims = if blocks { self.features.len() } else { 0 } + snapshots;
         let kind =
             phase::Kind::CoarseStatistics(proto::CoarseStatistics { blocks, hessian_stride: hessian_stride as u32 });
-        self.sums(kind, dims + dims * (dims + 1) / 2 + 2)
+        self.sums(kind, linea_engine::scd::coarse::statistics_len(dims))
     }
 
     fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums> {

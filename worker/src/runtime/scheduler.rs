@@ -77,13 +77,18 @@ pub struct WorkerSlot {
     pub id: String,
     pub address: String,
     pub threads: usize,
-    /// Items it may have in flight: one running and one queued per thread, so a thread
-    /// never waits for the master between items.
-    pub capacity: usize,
     pub running: usize,
     pub draining: bool,
     /// The last phase whose description this worker received.
     phase_sent: u64,
+}
+
+impl WorkerSlot {
+    /// Items it may have in flight: one running and one queued per thread, so a thread
+    /// never waits for the master between items.
+    pub fn capacity(&self) -> usize {
+        2 * self.threads
+    }
 }
 
 /// Counters for status and benchmarks.
@@ -144,8 +149,7 @@ impl Scheduler {
         let key = self.next_worker;
         self.next_worker += 1;
         let threads = threads.max(1);
-        let slot =
-            WorkerSlot { id, address, threads, capacity: 2 * threads, running: 0, draining: false, phase_sent: 0 };
+        let slot = WorkerSlot { id, address, threads, running: 0, draining: false, phase_sent: 0 };
         self.workers.insert(key, slot);
         (key, self.assign())
     }
@@ -440,7 +444,7 @@ impl Scheduler {
         'workers: for key in keys {
             loop {
                 let slot = &self.workers[&key];
-                if slot.draining || slot.running >= slot.capacity {
+                if slot.draining || slot.running >= slot.capacity() {
                     continue 'workers;
                 }
                 let Some((task, prior)) = self.next_task(key) else { continue 'workers };

@@ -14,7 +14,6 @@ use super::wire;
 use super::worker_state::{Grid, ModelAt, Partial, ShardState, rebuild};
 use crate::error::{LineaError, Result};
 use linea_engine::Loss;
-use linea_engine::fixed::ExactSums;
 use linea_engine::grid::Cell;
 use linea_engine::scd::{coarse, kernels};
 use std::collections::HashMap;
@@ -192,11 +191,12 @@ impl WorkerCore {
             drop(state);
             return Ok(slot);
         }
-        if !prior.is_empty() && prior != self.address {
+        let handed_over = !prior.is_empty() && prior != self.address;
+        if handed_over {
             // Its cells are likely in the previous owner's cache too.
             self.peer_hints.lock().expect("hints lock").insert(shard as usize, prior.to_string());
         }
-        let fetched = (!prior.is_empty() && prior != self.address)
+        let fetched = handed_over
             .then(|| self.fetch_shard(prior, shard, version))
             .and_then(|r| r.inspect_err(|e| tracing::warn!(shard, %e, "fetching shard state failed; rebuilding")).ok());
         *state = Some(match fetched {
@@ -288,21 +288,13 @@ impl WorkerCore {
                 }
                 let local = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
                 let features = s.features as usize;
-                let (mut g, mut h) = (ExactSums::zeros(0), ExactSums::zeros(0));
-                g.sums.resize(features, 0);
-                h.sums.resize(features, 0);
-                kernels::accumulate_statistics(&cell, local, &mut g, &mut h);
                 let mut partials = self.partials.lock().expect("partials lock");
                 let partial = partials.entry(phase_id).or_insert_with(|| Partial {
                     shards: Vec::new(),
                     gradient: vec![0; features],
                     curvature: vec![0; features],
                 });
-                for &f in &cell.feature_ids {
-                    let f = f as usize;
-                    partial.gradient[f] = partial.gradient[f].wrapping_add(g.sums[f]);
-                    partial.curvature[f] = partial.curvature[f].wrapping_add(h.sums[f]);
-                }
+                kernels::accumulate_statistics(&cell, local, &mut partial.gradient, &mut partial.curvature);
                 partial.shards.push(item.shard);
                 Vec::new()
             }
@@ -329,7 +321,7 @@ impl WorkerCore {
                 let cells = all_cells(c.blocks)?;
                 let cells: Vec<&linea_engine::grid::Cell> = cells.iter().map(|c| c.as_ref()).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
-                let hessian = shard % (c.hessian_stride.max(1) as usize) == 0;
+                let hessian = coarse::takes_hessian(shard, c.hessian_stride as usize);
                 exact(coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian))
             }
             phase::Kind::CoarseDirection(c) => {
