@@ -91,9 +91,17 @@ fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == code)
 }
 
-async fn apply(job: &TrainingJob, ctx: &Context) -> Result<Action> {
-    let namespace = job.namespace().unwrap_or_default();
+async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
+    let namespace = cached.namespace().unwrap_or_default();
     let client = ctx.client.clone();
+    // The controller's cache can lag behind our own last status write (the restart count,
+    // conditions); planning from it would write the old status back. Reconciles of one job
+    // never overlap, so a fresh read here sees everything the previous reconcile wrote.
+    let jobs: Api<TrainingJob> = Api::namespaced(client.clone(), &namespace);
+    let Some(job) = jobs.get_opt(&cached.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let job = &job;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let existing = pods.list(&ListParams::default().labels(&desired::selector(job, None))).await?.items;
     let master = master_address(job, &existing).filter(|_| ctx.poll_masters && desired::operator_owns_secret(job));

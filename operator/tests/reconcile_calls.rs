@@ -1,6 +1,6 @@
-//! One reconcile of a new TrainingJob against a mocked API server: the calls it makes, in
+//! One reconcile of a TrainingJob against a mocked API server: the calls it makes, in
 //! order, and what it sends. (The real API server runs in e2e/operator.sh; this pins the
-//! call sequence, which the e2e cannot see.)
+//! call sequence and the stale-cache case, which the e2e cannot provoke at will.)
 
 use http::{Request, Response, StatusCode};
 use kube::client::Body;
@@ -59,72 +59,64 @@ async fn serve(
     sent
 }
 
-#[tokio::test]
-async fn a_new_job_creates_its_secret_service_and_pods_then_writes_status_and_an_event() {
+/// Reconciles `cached` (what the controller's cache holds) against `calls`; returns the
+/// action and every request body sent.
+async fn reconcile_with(cached: TrainingJob, calls: Vec<Call>) -> (String, Vec<serde_json::Value>) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "ml");
-    let job = job();
-    let echo = |kind: &str, name: &str| serde_json::json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "ml"}});
-    let mut stored = serde_json::to_value(&job).unwrap();
-    stored["apiVersion"] = "linea.io/v1alpha1".into();
-    let calls = vec![
-        Call {
-            method: "GET",
-            path: "/api/v1/namespaces/ml/pods",
-            status: StatusCode::OK,
-            answer: serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
-        },
-        Call {
-            method: "POST",
-            path: "/api/v1/namespaces/ml/secrets",
-            status: StatusCode::CREATED,
-            answer: echo("Secret", "ads-auth"),
-        },
-        Call {
-            method: "PATCH",
-            path: "/api/v1/namespaces/ml/services/ads-master",
-            status: StatusCode::OK,
-            answer: echo("Service", "ads-master"),
-        },
-        Call {
-            method: "PATCH",
-            path: "/api/v1/namespaces/ml/pods/ads-master",
-            status: StatusCode::OK,
-            answer: echo("Pod", "ads-master"),
-        },
-        Call {
-            method: "PATCH",
-            path: "/api/v1/namespaces/ml/pods/ads-worker-0",
-            status: StatusCode::OK,
-            answer: echo("Pod", "ads-worker-0"),
-        },
-        Call {
-            method: "PATCH",
-            path: "/api/v1/namespaces/ml/pods/ads-worker-1",
-            status: StatusCode::OK,
-            answer: echo("Pod", "ads-worker-1"),
-        },
-        Call {
-            method: "PATCH",
-            path: "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads/status",
-            status: StatusCode::OK,
-            answer: stored,
-        },
-        Call {
-            method: "POST",
-            path: "/apis/events.k8s.io/v1/namespaces/ml/events",
-            status: StatusCode::CREATED,
-            answer: serde_json::json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ml"}, "eventTime": null}),
-        },
-    ];
     let server = tokio::spawn(serve(handle, calls));
     let options = BuildOptions { default_image: "linea:test".into(), operator_key: b"0123456789abcdef".to_vec() };
     let ctx = Arc::new(Context::new(client, options, Arc::new(Metrics::default()), true));
     // An unexpected extra call would wait for an answer that never comes.
-    let reconciled = tokio::time::timeout(std::time::Duration::from_secs(30), reconcile::reconcile(Arc::new(job), ctx));
+    let reconciled =
+        tokio::time::timeout(std::time::Duration::from_secs(30), reconcile::reconcile(Arc::new(cached), ctx));
     let action = reconciled.await.expect("no call beyond the expected ones").expect("reconcile succeeds");
-    let sent = server.await.unwrap();
-    assert!(format!("{action:?}").contains("requeue"), "a running job is looked at again: {action:?}");
+    (format!("{action:?}"), server.await.unwrap())
+}
+
+fn stored(job: &TrainingJob) -> serde_json::Value {
+    let mut stored = serde_json::to_value(job).unwrap();
+    stored["apiVersion"] = "linea.io/v1alpha1".into();
+    stored
+}
+
+fn call(method: &'static str, path: &'static str, status: StatusCode, answer: serde_json::Value) -> Call {
+    Call { method, path, status, answer }
+}
+
+const JOB: &str = "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads";
+const JOB_STATUS: &str = "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads/status";
+const PODS: &str = "/api/v1/namespaces/ml/pods";
+
+fn echo(kind: &str, name: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "ml"}})
+}
+
+fn no_pods() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []})
+}
+
+fn event_created() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ml"}, "eventTime": null})
+}
+
+#[tokio::test]
+async fn a_new_job_creates_its_secret_service_and_pods_then_writes_status_and_an_event() {
+    let job = job();
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&job)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("POST", "/api/v1/namespaces/ml/secrets", StatusCode::CREATED, echo("Secret", "ads-auth")),
+        call("PATCH", "/api/v1/namespaces/ml/services/ads-master", StatusCode::OK, echo("Service", "ads-master")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-master", StatusCode::OK, echo("Pod", "ads-master")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-0", StatusCode::OK, echo("Pod", "ads-worker-0")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-1", StatusCode::OK, echo("Pod", "ads-worker-1")),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
+        call("POST", "/apis/events.k8s.io/v1/namespaces/ml/events", StatusCode::CREATED, event_created()),
+    ];
+    let (action, sent) = reconcile_with(job, calls).await;
+    assert!(action.contains("requeue"), "a running job is looked at again: {action}");
+    let sent = &sent[1..];
     assert_eq!(sent[1]["metadata"]["name"], "ads-auth");
     assert!(sent[1]["stringData"]["token"].as_str().is_some_and(|t| t.len() == 64), "the job token");
     assert_eq!(sent[3]["spec"]["containers"][0]["args"][0], "master");
@@ -134,4 +126,31 @@ async fn a_new_job_creates_its_secret_service_and_pods_then_writes_status_and_an
     assert_eq!(status["workers"]["desired"], 2);
     assert!(status["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Created" && c["status"] == "True"));
     assert_eq!(sent[7]["reason"], "ResourcesCreated");
+}
+
+/// The cache still holds the job from before the last reconcile counted a master failure
+/// and deleted that master; the status written now must keep the count (it once wrote 0
+/// back, so a job could fail forever without reaching its backoffLimit).
+#[tokio::test]
+async fn status_is_planned_from_the_job_as_stored_not_as_cached() {
+    let cached = job();
+    let mut current = job();
+    current.status = Some(serde_json::from_value(serde_json::json!({"phase": "Restarting", "restarts": 1})).unwrap());
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&current)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("POST", "/api/v1/namespaces/ml/secrets", StatusCode::CONFLICT, conflict()),
+        call("PATCH", "/api/v1/namespaces/ml/services/ads-master", StatusCode::OK, echo("Service", "ads-master")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-master", StatusCode::OK, echo("Pod", "ads-master")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-0", StatusCode::OK, echo("Pod", "ads-worker-0")),
+        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-1", StatusCode::OK, echo("Pod", "ads-worker-1")),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&current)),
+    ];
+    let (_, sent) = reconcile_with(cached, calls).await;
+    let status = &sent.last().unwrap()["status"];
+    assert_eq!((status["restarts"].as_i64(), status["phase"].as_str()), (Some(1), Some("Restarting")), "{status}");
+}
+
+fn conflict() -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": "AlreadyExists", "code": 409, "message": "exists", "metadata": {}})
 }
