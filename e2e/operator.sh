@@ -7,12 +7,13 @@
 # chart's least-privilege RBAC is proven sufficient, not only checked with can-i.
 #
 # Checks: a TrainingJob gets exactly its master Pod, Service, auth Secret and worker Pods,
-# all owned by it; conditions and `kubectl get tj` follow the pods; a failed worker is
-# replaced; a failing master is retried up to backoffLimit, then the job is Failed with
-# BackoffLimitExceeded; preemption does not count; events are recorded; deleting a job
-# removes everything (finalizer); TTL deletes a finished job; progress comes from a real
-# `linea master`'s status RPC; a worker on a node with a termination notice is drained
-# through that master and exits 0; /metrics answers.
+# all owned by it; conditions and `kubectl get tj` follow the pods; `kubectl scale tj` adds
+# and removes workers under a Scaling condition; a failed worker is replaced; a failing
+# master is retried up to backoffLimit, then the job is Failed with BackoffLimitExceeded;
+# preemption does not count; events are recorded; deleting a job removes everything
+# (finalizer); TTL deletes a finished job; progress comes from a real `linea master`'s
+# status RPC; a worker on a node with a termination notice is drained through that master
+# and exits 0; /metrics has reconciles and the jobs' progress.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -120,6 +121,20 @@ check "a running master makes the job Running" until_ok 30 equals tj/ads '{.stat
 check "kubectl get tj shows phase, algorithm and workers" bash -c \
   "'$KUBECTL' -n ml get tj ads --no-headers | grep -Eq '^ads +Running +scd +2 +2 '"
 
+# `kubectl scale` goes through the scale subresource to spec.workers.replicas.
+scaling_is() {
+  equals tj/ads '{.status.conditions[?(@.type=="Scaling")].status}/{.status.conditions[?(@.type=="Scaling")].reason}' "$1"
+}
+third_worker_requested() { scaling_is True/ReplicasChanged && equals pod/ads-worker-2 '{.metadata.name}' ads-worker-2; }
+three_ready() { scaling_is False/Stable && equals tj/ads '{.status.workers.ready}' 3; }
+back_to_two() { ! k -n ml get pod ads-worker-2 && scaling_is False/Stable && equals tj/ads '{.status.workers.desired}' 2; }
+k -n ml scale tj ads --replicas 3 >/dev/null
+check "kubectl scale tj: Scaling=True (ReplicasChanged) and a third worker" until_ok 30 third_worker_requested
+set_pod_phase ads-worker-2 Running
+check "... Scaling=False (Stable) once 3 workers are ready" until_ok 30 three_ready
+k -n ml scale tj ads --replicas 2 >/dev/null
+check "scaling back to 2 removes the third worker and settles" until_ok 30 back_to_two
+
 old_uid="$(jp pod/ads-worker-1 '{.metadata.uid}')"
 set_pod_phase ads-worker-1 Failed Preempted
 check "a preempted worker is replaced" until_ok 30 bash -c \
@@ -205,5 +220,9 @@ draining_reported() {
 check "the job reports Draining (NodeTerminating) and an event" until_ok 30 draining_reported
 kill "$MASTER_PID" "$OTHER_WORKER_PID" 2>/dev/null || true
 
-check "/metrics reports reconciles" bash -c \
-  "curl -sf http://127.0.0.1:$metrics_port/metrics | grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]'"
+curl -sf "http://127.0.0.1:$metrics_port/metrics" >"$STATE/metrics.txt" || true
+check "/metrics reports reconciles" grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]' "$STATE/metrics.txt"
+check "/metrics has the polled job's progress (epoch >= 2, objective)" bash -c \
+  "grep -Eq '^linea_operator_job_epoch\{namespace=\"ml\",name=\"poll\"\} ([2-9]|[1-9][0-9]+)\$' '$STATE/metrics.txt' &&
+   grep -Eq '^linea_operator_job_objective\{namespace=\"ml\",name=\"poll\"\} [0-9]' '$STATE/metrics.txt'"
+check "... and none of the deleted jobs' series" bash -c "! grep -E 'name=\"(ads|quick)\"' '$STATE/metrics.txt'"

@@ -272,15 +272,19 @@ impl Planner<'_> {
             }
         }
         let pods = self.pods;
+        let mut extra = 0;
         for pod in pods.iter().filter(|p| p.labels().get(LABEL_ROLE).is_some_and(|r| r == Role::Worker.as_str())) {
             let index: Option<i32> = pod.labels().get(LABEL_INDEX).and_then(|i| i.parse().ok());
             if index.is_none_or(|i| i >= desired) {
+                extra += 1;
                 self.delete(pod);
             }
         }
+        let ready = progress.map_or(ready, |p| p.workers_active);
+        self.scaling(desired, ready, extra);
         self.plan.status.workers = Some(WorkerStatus {
             desired,
-            ready: progress.map_or(ready, |p| p.workers_active),
+            ready,
             draining: progress.map_or(0, |p| p.workers_draining),
             selector: Some(desired::selector(self.job, Some(Role::Worker))),
         });
@@ -292,6 +296,25 @@ impl Planner<'_> {
                 duality_gap: None,
                 examples_per_second: Some(p.examples_per_second),
             });
+        }
+    }
+
+    /// `Scaling` follows a change of the worker count (`kubectl scale tj`, an edit of
+    /// `spec.workers.replicas`): True from the change until `desired` workers are ready and
+    /// the extra ones are gone. A replaced worker is not scaling: the count did not change.
+    fn scaling(&mut self, desired: i32, ready: i32, extra: usize) {
+        let before = self.plan.status.workers.as_ref().map(|w| w.desired);
+        match before {
+            Some(before) if before != desired => {
+                let note = format!("scaling from {before} to {desired} workers");
+                self.set(condition_type::SCALING, true, reason::REPLICAS_CHANGED, note.clone());
+                self.event(false, reason::REPLICAS_CHANGED, note);
+            }
+            _ if self.plan.status.is_condition_true(condition_type::SCALING) && ready == desired && extra == 0 => {
+                self.set(condition_type::SCALING, false, reason::STABLE, format!("{desired} workers ready"));
+                self.event(false, reason::STABLE, format!("scaled to {desired} workers"));
+            }
+            _ => {}
         }
     }
 }
@@ -471,6 +494,55 @@ mod tests {
         let p = plan(&j, &pods, None, &[], now());
         assert_eq!(p.delete_pods, ["ads-worker-0", "ads-worker-2"]);
         assert_eq!(p.status.phase, Some(Phase::Running));
+    }
+
+    #[test]
+    fn a_changed_worker_count_is_scaling_until_the_pods_match_but_a_replacement_is_not() {
+        let j = job(SPEC);
+        let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
+        let running = |j: &TrainingJob, n: i32| {
+            let mut pods = vec![with_phase(desired::master_pod(j, &options()), "Running")];
+            pods.extend((0..n).map(|i| with_phase(desired::worker_pod(j, i, &options()), "Running")));
+            pods
+        };
+        let steady = plan(&j, &running(&j, 2), None, &[], now());
+        assert!(steady.status.condition(condition_type::SCALING).is_none(), "nothing changed");
+
+        let mut up = next(j, &steady);
+        up.spec.workers.replicas = 3;
+        let scaling = plan(&up, &running(&up, 2), None, &[], now());
+        assert_eq!(scaling.create_workers, [2]);
+        let c = scaling.status.condition(condition_type::SCALING).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason::REPLICAS_CHANGED));
+        assert_eq!(c.message, "scaling from 2 to 3 workers");
+        assert!(scaling.events.iter().any(|e| e.reason == reason::REPLICAS_CHANGED));
+
+        let up = next(up, &scaling);
+        let mut starting = running(&up, 3);
+        starting[3] = with_phase(starting[3].clone(), "Pending");
+        let waiting = plan(&up, &starting, None, &[], now());
+        assert!(waiting.status.is_condition_true(condition_type::SCALING), "the third worker is not ready");
+        let done = plan(&up, &running(&up, 3), None, &[], now());
+        assert_eq!(done.status.condition(condition_type::SCALING).unwrap().reason, reason::STABLE);
+        assert!(!done.status.is_condition_true(condition_type::SCALING));
+
+        let mut down = next(up, &done);
+        down.spec.workers.replicas = 1;
+        let shrinking = plan(&down, &running(&down, 3), None, &[], now());
+        assert_eq!(shrinking.delete_pods, ["ads-worker-1", "ads-worker-2"]);
+        assert!(shrinking.status.is_condition_true(condition_type::SCALING));
+        let down = next(down, &shrinking);
+        let leftover = plan(&down, &running(&down, 2), None, &[], now());
+        assert!(leftover.status.is_condition_true(condition_type::SCALING), "worker 1 is still there");
+        let settled = plan(&down, &running(&down, 1), None, &[], now());
+        assert!(!settled.status.is_condition_true(condition_type::SCALING));
+
+        let settled = next(down, &settled);
+        let mut pods = running(&settled, 1);
+        pods[1] = with_phase(pods[1].clone(), "Failed");
+        let replaced = plan(&settled, &pods, None, &[], now());
+        assert_eq!(replaced.delete_pods, ["ads-worker-0"]);
+        assert!(!replaced.status.is_condition_true(condition_type::SCALING), "a replacement is not scaling");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::desired::{self, BuildOptions, MASTER_PORT};
 use crate::error::{OperatorError, Result};
-use crate::metrics::{CategoryLabel, Metrics, PhaseLabel};
+use crate::metrics::{CategoryLabel, JobLabel, Metrics, PhaseLabel};
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
@@ -14,7 +14,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Client, Resource, ResourceExt};
-use linea_crds::TrainingJob;
+use linea_crds::{TrainingJob, TrainingJobStatus};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ pub struct Context {
     recorder: Recorder,
     poll_masters: bool,
     /// Each job's phase as last reconciled, for the jobs-by-phase gauge.
-    phases: Mutex<HashMap<String, String>>,
+    phases: Mutex<HashMap<JobLabel, String>>,
 }
 
 impl Context {
@@ -36,11 +36,22 @@ impl Context {
         Self { client, options, metrics, recorder, poll_masters, phases: Mutex::new(HashMap::new()) }
     }
 
-    fn record_phase(&self, job: &str, phase: Option<String>) {
+    /// The job's phase and progress in the metrics; `None`: the job is gone.
+    fn record(&self, job: &TrainingJob, status: Option<&TrainingJobStatus>) {
+        let label = JobLabel { namespace: job.namespace().unwrap_or_default(), name: job.name_any() };
         let mut phases = self.phases.lock().expect("phases lock");
-        match phase {
-            Some(p) => phases.insert(job.to_string(), p),
-            None => phases.remove(job),
+        match status {
+            Some(status) => {
+                self.metrics.progress.record(&label, status);
+                match status.phase {
+                    Some(p) => phases.insert(label, p.as_str().to_string()),
+                    None => phases.remove(&label),
+                }
+            }
+            None => {
+                self.metrics.progress.forget(&label);
+                phases.remove(&label)
+            }
         };
         self.metrics.jobs.clear();
         for phase in phases.values() {
@@ -157,7 +168,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: &Pla
     if plan.delete_job {
         tracing::info!(job = %key, "TTL after finish reached; deleting the job");
         jobs.delete(&job.name_any(), &DeleteParams::background()).await?;
-        ctx.record_phase(&key, None);
+        ctx.record(job, None);
         return Ok(());
     }
     if !plan.status.is_finished() {
@@ -206,7 +217,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: &Pla
             tracing::warn!(job = %key, %e, "could not record an event");
         }
     }
-    ctx.record_phase(&key, plan.status.phase.map(|p| p.as_str().to_string()));
+    ctx.record(job, Some(&plan.status));
     Ok(())
 }
 
@@ -239,7 +250,7 @@ async fn clean_up(job: &TrainingJob, ctx: &Context) -> Result<Action> {
             return Err(e.into());
         }
     }
-    ctx.record_phase(&format!("{namespace}/{}", job.name_any()), None);
+    ctx.record(job, None);
     tracing::info!(job = %job.name_any(), "cleaned up");
     Ok(Action::await_change())
 }
