@@ -45,6 +45,13 @@ class Spec:
     drop_cols: tuple = ()
     positive: object = None    # parquet: label value that is +1
     linea_format: str | None = None  # what `linea prepare --format` gets for the original file
+    # linea prepares the source file itself instead of a harness-written VW copy; only for
+    # formats whose featurisation above is linea's own (criteo). run_peers.py re-evaluates
+    # linea's weights on this module's matrix, which checks that claim on every run.
+    linea_reads_source: bool = False
+    # parsed matrices cached in SCALED_ROOT/<name>.peerdata.npz (parsing 10M rows in Python
+    # takes ~10 minutes; reference.py and run_peers.py both need them)
+    cache: bool = False
 
 
 def _p(*a):
@@ -69,6 +76,12 @@ DATASETS = {
                       {"dev": os.path.join(SCALED_ROOT, "criteo-dev.tsv"),
                        "test": os.path.join(SCALED_ROOT, "criteo-test.tsv")},
                       linea_format="criteo"),
+    # The same rule to 10,000,000 rows (1,389 replicas, so each of the 16 x 7,200 distinct rows
+    # occurs 86 or 87 times; the features are those of criteo-1m): rows grow 10x, d stays.
+    "criteo-10m": Spec("criteo-10m", "criteo", os.path.join(SCALED_ROOT, "criteo-10000000.tsv"),
+                       {"dev": os.path.join(SCALED_ROOT, "criteo-dev.tsv"),
+                        "test": os.path.join(SCALED_ROOT, "criteo-test.tsv")},
+                       linea_format="criteo", linea_reads_source=True, cache=True),
     "higgs-sample": Spec("higgs-sample", "tsv", _p("higgs-sample", "higgs.train.tsv"),
                          {"test": _p("higgs-sample", "higgs.test.tsv")}, linea_format="csv"),
     "adult": Spec("adult", "parquet", _p("adult", "adult.parquet"), label_col="income",
@@ -149,14 +162,23 @@ def _criteo_rows(path):
             yield float(c[0]), feats
 
 
-def _build_keyed(rows_per_split, vocab=None):
+def _build_keyed(rows_per_split, vocab=None, chunk_rows=500_000):
     """rows_per_split: list of row iterators; vocab built from the first (train) split only.
-    Unknown test features are dropped (they would get weight 0 anyway)."""
+    Unknown test features are dropped (they would get weight 0 anyway). Rows are gathered in
+    Python lists of at most `chunk_rows` rows and then moved into numpy arrays, so that a
+    10M-row set needs about the memory of its final CSR matrix, not of 300M Python objects."""
     out = []
     build = vocab is None
     vocab = {} if build else vocab
     for si, rows in enumerate(rows_per_split):
-        indptr, indices, vals, labels = [0], [], [], []
+        chunks, lengths, labels = [], [], []
+        indices, vals = [], []
+
+        def flush():
+            chunks.append((np.array(indices, dtype=np.int64), np.array(vals, dtype=np.float64)))
+            indices.clear()
+            vals.clear()
+
         for label, feats in rows:
             acc = {}
             for k, v in feats:
@@ -167,9 +189,17 @@ def _build_keyed(rows_per_split, vocab=None):
                     acc[j] = acc.get(j, 0.0) + v
             indices.extend(acc.keys())
             vals.extend(acc.values())
-            indptr.append(len(indices))
+            lengths.append(len(acc))
             labels.append(label)
-        out.append((np.array(indptr), np.array(indices, dtype=np.int64), np.array(vals), np.array(labels)))
+            if len(lengths) % chunk_rows == 0:
+                flush()
+        flush()
+        indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        indices = np.concatenate([c[0] for c in chunks])
+        vals = np.concatenate([c[1] for c in chunks])
+        chunks.clear()
+        out.append((indptr, indices, vals, np.array(labels, dtype=np.float64)))
     d = len(vocab)
     mats = []
     for indptr, indices, vals, labels in out:
@@ -183,10 +213,17 @@ def _build_keyed(rows_per_split, vocab=None):
 
 
 def _add_bias(X):
-    n = X.shape[0]
-    X = sp.hstack([X, sp.csr_matrix(np.ones((n, 1)))], format="csr")
+    """X with the always-on bias as its last column, indices sorted in every row. Built by
+    inserting one entry at the end of each row (no sparse hstack: at 10M rows its COO
+    intermediates would need three times the matrix's memory)."""
+    X = sp.csr_matrix(X).astype(np.float64, copy=False)
     X.sort_indices()
-    return X.astype(np.float64)
+    n, d = X.shape
+    ends = X.indptr[1:]
+    indices = np.insert(X.indices, ends, d)
+    data = np.insert(X.data, ends, 1.0)
+    indptr = X.indptr + np.arange(n + 1, dtype=X.indptr.dtype)
+    return sp.csr_matrix((data, indices, indptr), shape=(n, d + 1))
 
 
 _CACHE = {}
@@ -197,6 +234,39 @@ def load(name: str):
     if name in _CACHE:
         return _CACHE[name]
     s = DATASETS[name]
+    if s.cache:
+        _CACHE[name] = _load_cached(name, s)
+        return _CACHE[name]
+    _CACHE[name] = _parse(s)
+    return _CACHE[name]
+
+
+def _load_cached(name, s):
+    path = os.path.join(SCALED_ROOT, f"{name}.peerdata.npz")
+    if os.path.exists(path) and os.path.getmtime(path) > os.path.getmtime(s.train):
+        z = np.load(path)
+        if str(z["featurisation"]) == FEATURISATION:
+            names = z["names"].tolist()
+            splits = {}
+            for split in z["splits"].tolist():
+                X = sp.csr_matrix((z[f"{split}_data"], z[f"{split}_indices"], z[f"{split}_indptr"]),
+                                  shape=tuple(z[f"{split}_shape"]))
+                splits[split] = Data(X, z[f"{split}_y"], names)
+            return splits.pop("train"), splits
+    train, tests = _parse(s)
+    arrs = {}
+    for split, d in [("train", train)] + list(tests.items()):
+        arrs.update({f"{split}_data": d.X.data, f"{split}_indices": d.X.indices,
+                     f"{split}_indptr": d.X.indptr, f"{split}_shape": np.array(d.X.shape),
+                     f"{split}_y": d.y_raw})
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, featurisation=np.array(FEATURISATION), names=np.array(train.names),
+             splits=np.array(["train"] + list(tests)), **arrs)
+    os.replace(tmp, path)
+    return train, tests
+
+
+def _parse(s):
     paths = [s.train] + list(s.tests.values())
     if s.fmt == "libsvm":
         from sklearn.datasets import load_svmlight_files
@@ -239,7 +309,6 @@ def load(name: str):
     tests = {}
     for (split, _), (X, y) in zip(s.tests.items(), mats[1:]):
         tests[split] = Data(_add_bias(X), np.asarray(y, dtype=np.float64), names)
-    _CACHE[name] = (train, tests)
     return train, tests
 
 
@@ -249,8 +318,9 @@ def _fsum(a):
     return math.fsum(np.asarray(a, dtype=np.float64).tolist())
 
 
-def objective(X, y, w, loss, l2, l1=0.0):
-    """linea's objective in float64 (compensated summation over examples)."""
+def objective(X, y, w, loss, l2, l1=0.0, weights=None):
+    """linea's objective in float64 (compensated summation over examples); `weights` counts
+    each row that many times (reference.py's deduplicated rows)."""
     w = np.asarray(w, dtype=np.float64)
     z = X @ w
     if loss == "logistic":
@@ -259,6 +329,8 @@ def objective(X, y, w, loss, l2, l1=0.0):
         data = (y - z) ** 2
     else:
         raise ValueError(loss)
+    if weights is not None:
+        data = weights * data
     return _fsum(data) + l2 * _fsum(w * w) + (l1 * _fsum(np.abs(w)) if l1 else 0.0)
 
 

@@ -191,13 +191,15 @@ def worker_main(cfg):
         s = {("liblinear", "logistic"): "-s 0", ("liblinear", "squared"): "-s 11 -p 0",
              ("liblinear-dual", "logistic"): "-s 7", ("liblinear-dual", "squared"): "-s 12 -p 0"}[(tool, loss)]
         Xf = X[:, :-1]
+        d_nobias = Xf.shape[1]
         prob = ll.problem(y.tolist(), Xf)
         prob.set_bias(1.0)
+        del data, tr, X, Xf      # LIBLINEAR has its own copy; at 10M rows ours is 8 GB
         param = ll.parameter(f"{s} -c {1.0 / (2.0 * l2)!r} -e {budget} -B 1 -q")
         t1 = time.perf_counter()
         m = ll.train(prob, param)
         fit = time.perf_counter() - t1
-        w = weights_from_liblinear_model(m, Xf.shape[1], loss)
+        w = weights_from_liblinear_model(m, d_nobias, loss)
         extra["params"] = f"{s} -c {1.0 / (2.0 * l2)!r} -e {budget} -B 1"
     elif tool.startswith("sklearn"):
         import warnings
@@ -475,14 +477,15 @@ def linea_binary(args):
 
 
 def linea_input(args, ctx):
-    """(path, format) that linea prepares. libsvm/vw sources are given as they are (their
-    featurisation is defined identically in peerdata); other formats get a harness-written VW
+    """(path, format) that linea prepares. libsvm/vw sources, and sets whose spec says
+    linea_reads_source, are given as they are (their featurisation is defined identically in
+    peerdata, and the re-evaluation of linea's weights checks it); other formats get a harness-written VW
     file (namespace = feature-name prefix before '^') so that the objective is the same, unless
     --linea-native, in which case linea's own featurisation is used (objective not comparable)."""
     import peerdata as pdt
     spec = pdt.DATASETS[args.dataset]
-    if spec.fmt in ("libsvm", "vw") or args.linea_native:
-        return spec.train, spec.linea_format, spec.fmt in ("libsvm", "vw")
+    if spec.fmt in ("libsvm", "vw") or spec.linea_reads_source or args.linea_native:
+        return spec.train, spec.linea_format, spec.fmt in ("libsvm", "vw") or spec.linea_reads_source
     path = os.path.join(ctx["wd"], "train.linea.vw")
     if not os.path.exists(path):
         train_full, _ = pdt.load(args.dataset)

@@ -237,7 +237,7 @@ def main():
     os.makedirs(a.plots, exist_ok=True)
     files = sorted(glob.glob(os.path.join(a.results, "*.jsonl")))
     order = ["a9a", "w8a", "rcv1-small", "criteo-sample", "higgs-sample", "adult", "protein-kdd2004",
-             "movielens-100k", "criteo-1m"]
+             "movielens-100k", "criteo-1m", "criteo-10m"]
     files.sort(key=lambda p: next((i for i, d in enumerate(order) if os.path.basename(p).startswith(d + ".")), 99))
     overview = ["| dataset | linea 1 thread, 1e-6 | linea all cores (2), 1e-6 | best peer, 1e-6 | linea / best | verdict | peak memory linea / best peer | test AUC (or RMSE) linea / best peer |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
