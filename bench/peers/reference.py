@@ -187,7 +187,8 @@ def compute(ds, loss, l2, log=print):
     t0 = time.perf_counter()
     second = "newton"
     Xu, yu, counts = deduplicate(X, y) if X.shape[0] > 2_000_000 else (X, y, None)
-    if counts is not None and len(counts) <= X.shape[0] // 10:
+    weighted = counts is not None and len(counts) <= X.shape[0] // 10
+    if weighted:
         # the replicated Criteo sets: Newton-CG on the distinct rows weighted by their counts
         # (criteo-10m: 115,200 rows instead of 10M), its optimum evaluated on the full data
         second = f"newton on the {len(counts)} distinct rows weighted by multiplicity"
@@ -202,7 +203,7 @@ def compute(ds, loss, l2, log=print):
         wn, fn = newton(X, y, loss, l2, log=log)
     tn = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if counts is not None and second.startswith("newton on"):
+    if weighted:
         # LIBLINEAR's primal -e 1e-12 is too slow at 10M rows; its dual -s 7 is a different
         # algorithm from Newton-CG and runs on every row, so it cross-checks the deduplication
         first = "liblinear-dual -s 7 -e 1e-10"

@@ -484,8 +484,9 @@ def linea_input(args, ctx):
     --linea-native, in which case linea's own featurisation is used (objective not comparable)."""
     import peerdata as pdt
     spec = pdt.DATASETS[args.dataset]
-    if spec.fmt in ("libsvm", "vw") or spec.linea_reads_source or args.linea_native:
-        return spec.train, spec.linea_format, spec.fmt in ("libsvm", "vw") or spec.linea_reads_source
+    comparable = spec.fmt in ("libsvm", "vw") or spec.linea_reads_source
+    if comparable or args.linea_native:
+        return spec.train, spec.linea_format, comparable
     path = os.path.join(ctx["wd"], "train.linea.vw")
     if not os.path.exists(path):
         train_full, _ = pdt.load(args.dataset)
