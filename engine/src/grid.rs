@@ -73,3 +73,47 @@ pub struct BlockShape {
     /// Largest |x| of each feature over all rows; bounds the logistic Newton step.
     pub max_abs: Vec<f64>,
 }
+
+/// A whole grid in memory: cells `[block][shard]` and each shard's targets.
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryGrid {
+    pub shapes: Vec<BlockShape>,
+    pub cells: Vec<Vec<Cell>>,
+    pub targets: Vec<Vec<f64>>,
+}
+
+impl InMemoryGrid {
+    pub fn nnz(&self) -> u64 {
+        self.cells.iter().flatten().map(|c| c.nnz() as u64).sum()
+    }
+
+    pub fn rows(&self) -> usize {
+        self.targets.iter().map(Vec::len).sum()
+    }
+}
+
+impl crate::algorithm::GridSource for InMemoryGrid {
+    type Error = crate::EngineError;
+    type CellRef<'a> = &'a Cell;
+    type TargetsRef<'a> = &'a [f64];
+
+    fn blocks(&self) -> usize {
+        self.cells.len()
+    }
+
+    fn shards(&self) -> usize {
+        self.targets.len()
+    }
+
+    fn rows(&self, shard: usize) -> usize {
+        self.targets[shard].len()
+    }
+
+    fn cell(&self, block: usize, shard: usize) -> Result<&Cell, crate::EngineError> {
+        Ok(&self.cells[block][shard])
+    }
+
+    fn targets(&self, shard: usize) -> Result<&[f64], crate::EngineError> {
+        Ok(&self.targets[shard])
+    }
+}

@@ -11,6 +11,7 @@
 // `!(x > 0.0)` is how this crate says "not positive, or NaN": the NaN case is the point.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod algorithm;
 pub mod codec;
 pub mod error;
 pub mod fixed;
@@ -22,6 +23,7 @@ pub mod partition;
 #[cfg(any(test, feature = "reference"))]
 pub mod reference;
 pub mod rng;
+pub mod runner;
 pub mod scd;
 
 pub use error::EngineError;

@@ -3,27 +3,10 @@
 use super::{Executor, coarse, kernels};
 use crate::error::EngineError;
 use crate::fixed::ExactSums;
-use crate::grid::{BlockShape, Cell};
+use crate::grid::Cell;
+pub use crate::grid::InMemoryGrid;
 use crate::loss::Loss;
 use rayon::prelude::*;
-
-/// A whole grid in memory: cells `[block][shard]` and each shard's targets.
-#[derive(Debug, Clone, Default)]
-pub struct InMemoryGrid {
-    pub shapes: Vec<BlockShape>,
-    pub cells: Vec<Vec<Cell>>,
-    pub targets: Vec<Vec<f64>>,
-}
-
-impl InMemoryGrid {
-    pub fn nnz(&self) -> u64 {
-        self.cells.iter().flatten().map(|c| c.nnz() as u64).sum()
-    }
-
-    pub fn rows(&self) -> usize {
-        self.targets.iter().map(Vec::len).sum()
-    }
-}
 
 pub struct LocalExecutor<'g> {
     grid: &'g InMemoryGrid,

@@ -1,0 +1,274 @@
+//! The contract between a training algorithm and the runtime that runs it.
+//!
+//! An algorithm has two halves (DESIGN.md, "The training runtime"):
+//!
+//! * the master's half, an [`Algorithm`]: a step machine over its own state (argmin's
+//!   `Solver::next_iter`), whose state serializes for checkpoints and which reports
+//!   [`Progress`] — objective, duality gap where it has one, the worker count it wants;
+//! * the data-parallel half, a [`Kernel`]: what runs on one *unit* of the data (SCD: a row
+//!   shard; CoCoA: a slot of partitions) with that unit's own state (SCD: predictions;
+//!   SDCA: dual variables), which can be rebuilt after a loss.
+//!
+//! They meet in ONE call, [`Runner::run`]: run this phase on every unit and combine the
+//! results with this [`Reduction`]. A runner is either threads in this process or work
+//! items on workers over gRPC; the runtime knows phases, units and reductions, never an
+//! algorithm's math. Every sum that crosses a unit is exact fixed point
+//! ([`crate::fixed`]), so both runners give the same bits.
+
+use crate::EngineError;
+use crate::fixed::ExactSums;
+use crate::grid::Cell;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::ops::Deref;
+
+/// How a phase's per-unit sums are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub enum Reduction {
+    /// Units return no sums.
+    None,
+    /// Every unit returns `len` exact sums; the master receives their total.
+    Sum { len: usize },
+    /// Every unit adds into a vector of `len` exact sums, usually sparsely (a block's
+    /// statistics, CoCoA's change of the shared vector). Distributed, the partial sums stay
+    /// on the workers and are summed range by range by aggregator workers, so the master
+    /// receives each sum once, whatever the worker count (SCD paper, range aggregation).
+    RangeSum { len: usize },
+}
+
+impl Reduction {
+    pub fn len(self) -> usize {
+        match self {
+            Reduction::None => 0,
+            Reduction::Sum { len } | Reduction::RangeSum { len } => len,
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A phase as the algorithm asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseRequest<P> {
+    pub phase: P,
+    pub reduction: Reduction,
+    /// Whether the phase changes unit state. Unit state carries a version, the number of
+    /// state-changing phases it reflects; state of another version is never used.
+    pub mutates: bool,
+}
+
+/// One unit's exact sums: dense (`Reduction::Sum`) or sparse (`Reduction::RangeSum`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Contribution {
+    #[default]
+    Nothing,
+    Dense(Vec<i128>),
+    /// `(index, value)` pairs; an index may repeat (the values add).
+    Sparse(Vec<(u32, i128)>),
+}
+
+impl Contribution {
+    /// Adds these sums into `total` (wrapping, so exact in any order).
+    pub fn add_to(&self, total: &mut [i128]) {
+        match self {
+            Contribution::Nothing => {}
+            Contribution::Dense(values) => {
+                debug_assert_eq!(values.len(), total.len());
+                for (t, v) in total.iter_mut().zip(values) {
+                    *t = t.wrapping_add(*v);
+                }
+            }
+            Contribution::Sparse(pairs) => {
+                for &(at, v) in pairs {
+                    total[at as usize] = total[at as usize].wrapping_add(v);
+                }
+            }
+        }
+    }
+}
+
+/// What a kernel returns for one unit.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UnitOutput {
+    pub sums: Contribution,
+    /// Bytes for the master alone (CoCoA: the unit's new dual variables); empty if none.
+    pub payload: Vec<u8>,
+}
+
+/// What a phase returned to the algorithm.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PhaseOutput {
+    /// The reduced sums (empty for [`Reduction::None`]).
+    pub sums: ExactSums,
+    /// Each unit's payload, by unit (empty where a unit sent none).
+    pub payloads: Vec<Vec<u8>>,
+}
+
+/// Read access to the data grid, from memory (in process) or through a worker's cell cache.
+pub trait GridSource: Sync {
+    type Error: From<EngineError> + Send;
+    type CellRef<'a>: Deref<Target = Cell> + Send
+    where
+        Self: 'a;
+    type TargetsRef<'a>: Deref<Target = [f64]> + Send
+    where
+        Self: 'a;
+
+    fn blocks(&self) -> usize;
+    fn shards(&self) -> usize;
+    fn rows(&self, shard: usize) -> usize;
+    fn cell(&self, block: usize, shard: usize) -> Result<Self::CellRef<'_>, Self::Error>;
+    /// The loss's targets of a shard's rows.
+    fn targets(&self, shard: usize) -> Result<Self::TargetsRef<'_>, Self::Error>;
+    /// A hint that `(block, shard)` will be read soon; a worker loads it in the background.
+    fn prefetch(&self, _block: usize, _shard: usize) {}
+}
+
+/// The data-parallel half of an algorithm. Its value is the configuration every worker
+/// needs (loss, unit layout, ...); the master sends it to workers as bytes.
+pub trait Kernel: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// A phase's description, sent once to every worker that runs its units.
+    type Phase: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// What a worker keeps for a unit between phases.
+    type UnitState: Send + 'static;
+    /// What the master keeps so that any unit's state can be rebuilt: updated by the
+    /// runner from each committed state-changing phase and its output, so it always
+    /// matches the units' current version.
+    type Mirror: Send + Sync + 'static;
+    /// What a worker needs from the mirror to rebuild one unit.
+    type UnitBase: Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    /// Units of work; fixed for a run (elastic scale-in will merge units).
+    fn units(&self) -> usize;
+
+    /// A unit's state before any state-changing phase (version 0).
+    fn fresh<G: GridSource>(&self, unit: usize, grid: &G) -> Result<Self::UnitState, G::Error>;
+
+    /// Runs `phase` on `unit`, whose state the runner brought to the phase's version.
+    fn run<G: GridSource>(
+        &self,
+        phase: &Self::Phase,
+        unit: usize,
+        state: &mut Self::UnitState,
+        grid: &G,
+    ) -> Result<UnitOutput, G::Error>;
+
+    /// Records a committed state-changing phase in the mirror.
+    fn commit(&self, mirror: &mut Self::Mirror, phase: &Self::Phase, output: &PhaseOutput);
+
+    /// What rebuilding `unit` needs, from the mirror.
+    fn unit_base(&self, mirror: &Self::Mirror, unit: usize) -> Self::UnitBase;
+
+    /// Units whose bases are equal share one key, so a worker fetches a base once (SCD:
+    /// every shard is rebuilt from the same parameters).
+    fn base_key(&self, unit: usize) -> usize {
+        unit
+    }
+
+    /// Rebuilds a unit's state from its base (a lost worker's unit, a restarted master).
+    fn restore<G: GridSource>(&self, unit: usize, base: &Self::UnitBase, grid: &G)
+    -> Result<Self::UnitState, G::Error>;
+
+    /// A unit's state as bytes, for a worker taking the unit over from its owner.
+    fn encode_state(&self, state: &Self::UnitState) -> Vec<u8>;
+    fn decode_state<G: GridSource>(&self, unit: usize, bytes: &[u8], grid: &G) -> Result<Self::UnitState, G::Error>;
+}
+
+/// Runs phases on every unit: threads here, or work items on workers.
+pub trait Runner<K: Kernel> {
+    type Error: From<EngineError>;
+    fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, Self::Error>;
+}
+
+/// A duality gap certificate: `primal - dual >= primal - optimum`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Gap {
+    pub absolute: f64,
+    /// `absolute / |primal|`.
+    pub relative: f64,
+}
+
+/// What an algorithm reports after an iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Progress {
+    /// Epochs completed.
+    pub epoch: u32,
+    /// The objective after the last completed epoch; `None` before the first.
+    pub objective: Option<f64>,
+    pub gap: Option<Gap>,
+    /// The worker count the algorithm wants (elastic algorithms); `None`: any.
+    pub desired_workers: Option<u32>,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The objective stopped improving by more than the tolerance.
+    Converged,
+    /// The duality gap fell below its tolerance.
+    GapReached,
+    MaxEpochs,
+}
+
+impl StopReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Converged => "converged",
+            StopReason::GapReached => "duality gap below tolerance",
+            StopReason::MaxEpochs => "epoch limit reached",
+        }
+    }
+}
+
+/// What one call of [`Algorithm::next_iter`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Iteration<S> {
+    /// The epoch ended with this iteration.
+    pub epoch_done: bool,
+    /// What changed, for an incremental checkpoint; replayed by [`Algorithm::replay`].
+    pub step: S,
+}
+
+/// The master's half of an algorithm: a step machine over [`Algorithm::State`].
+pub trait Algorithm {
+    type Kernel: Kernel;
+    /// Everything a checkpoint must hold to resume bit for bit.
+    type State: Serialize + DeserializeOwned + Clone;
+    /// What one iteration changed in the state.
+    type Step: Serialize + DeserializeOwned;
+
+    /// Short name: "scd", "cocoa".
+    fn name(&self) -> &'static str;
+    fn kernel(&self) -> &Self::Kernel;
+    /// The mirror that matches the current state (a restarted master builds it from the
+    /// checkpointed state).
+    fn mirror(&self) -> <Self::Kernel as Kernel>::Mirror;
+    fn state(&self) -> &Self::State;
+    fn set_state(&mut self, state: Self::State);
+    /// Replays a checkpointed step onto the state it followed.
+    fn replay(&mut self, step: Self::Step) -> Result<(), EngineError>;
+
+    /// One iteration (SCD: one block; CoCoA: one epoch).
+    fn next_iter<R: Runner<Self::Kernel>>(&mut self, runner: &mut R) -> Result<Iteration<Self::Step>, R::Error>;
+    fn progress(&self) -> Progress;
+    /// `Some` once the run should stop.
+    fn stop_reason(&self) -> Option<StopReason>;
+    /// The parameters, one vector per block, for the model file.
+    fn weights(&self) -> Vec<Vec<f64>>;
+    /// The maximum number of epochs (for progress bars).
+    fn max_epochs(&self) -> u32;
+}
+
+/// Encodes a kernel-side value for the wire or a checkpoint (postcard: compact, f64 bit
+/// for bit).
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_allocvec(value).expect("in-memory serialization cannot fail")
+}
+
+/// Decodes what [`encode`] wrote; malformed bytes are [`EngineError::Corrupt`].
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, EngineError> {
+    postcard::from_bytes(bytes).map_err(|e| EngineError::Corrupt(format!("{what}: {e}")))
+}

@@ -1,0 +1,82 @@
+//! The in-process [`Runner`]: every unit of a phase on a thread pool, with the same exact
+//! reductions as the distributed runtime, so both give the same bits.
+
+use crate::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Reduction, Runner, UnitOutput};
+use crate::fixed::ExactSums;
+use rayon::prelude::*;
+
+pub struct LocalRunner<'g, K: Kernel, G: GridSource> {
+    kernel: K,
+    grid: &'g G,
+    /// Each unit's state; created on first use, never lost in one process.
+    states: Vec<Option<K::UnitState>>,
+    pool: rayon::ThreadPool,
+}
+
+impl<'g, K: Kernel, G: GridSource> LocalRunner<'g, K, G> {
+    pub fn new(kernel: K, grid: &'g G, threads: usize) -> Self {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build().expect("thread pool");
+        let states = (0..kernel.units()).map(|_| None).collect();
+        Self { kernel, grid, states, pool }
+    }
+
+    pub fn kernel(&self) -> &K {
+        &self.kernel
+    }
+
+    /// Unit states, for tests that compare them with rebuilt ones.
+    pub fn states(&self) -> impl Iterator<Item = Option<&K::UnitState>> {
+        self.states.iter().map(Option::as_ref)
+    }
+
+    /// Replaces every unit's state by one rebuilt from `mirror`, as a restarted worker would.
+    pub fn restore_all(&mut self, mirror: &K::Mirror) -> Result<(), G::Error> {
+        let (kernel, grid) = (&self.kernel, self.grid);
+        self.pool.install(|| {
+            self.states.par_iter_mut().enumerate().try_for_each(|(unit, state)| {
+                *state = Some(kernel.restore(unit, &kernel.unit_base(mirror, unit), grid)?);
+                Ok(())
+            })
+        })
+    }
+}
+
+impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
+    type Error = G::Error;
+
+    fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, G::Error> {
+        let (kernel, grid, phase) = (&self.kernel, self.grid, &request.phase);
+        let len = request.reduction.len();
+        let run_unit = |unit: usize, state: &mut Option<K::UnitState>| -> Result<UnitOutput, G::Error> {
+            if state.is_none() {
+                *state = Some(kernel.fresh(unit, grid)?);
+            }
+            kernel.run(phase, unit, state.as_mut().expect("filled above"), grid)
+        };
+        let outputs: Vec<UnitOutput> = self.pool.install(|| {
+            self.states.par_iter_mut().enumerate().map(|(unit, state)| run_unit(unit, state)).collect::<Result<_, _>>()
+        })?;
+        let mut sums = ExactSums::zeros(len);
+        if request.reduction != Reduction::None {
+            for output in &outputs {
+                output.sums.add_to(&mut sums.sums);
+            }
+        }
+        let payloads = outputs.into_iter().map(|o| o.payload).collect();
+        Ok(PhaseOutput { sums, payloads })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Contribution;
+
+    #[test]
+    fn sparse_and_dense_contributions_add_exactly() {
+        let mut total = vec![0i128; 3];
+        Contribution::Sparse(vec![(2, 5), (0, -1), (2, 1)]).add_to(&mut total);
+        Contribution::Dense(vec![1, 2, 3]).add_to(&mut total);
+        assert_eq!(total, vec![0, 2, 9]);
+    }
+}
