@@ -69,7 +69,6 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::algorithm::Contribution;
 
     #[test]

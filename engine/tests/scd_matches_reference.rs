@@ -2,10 +2,12 @@
 //! one-hot, impure set-valued, dense real-valued, and the bias.
 
 use linea_engine::Loss;
+use linea_engine::algorithm::Algorithm;
+use linea_engine::grid::InMemoryGrid;
 use linea_engine::grid::{BlockShape, Cell};
 use linea_engine::reference;
 use linea_engine::rng::SplitMix64;
-use linea_engine::scd::local::{InMemoryGrid, LocalExecutor};
+use linea_engine::runner::LocalRunner;
 use linea_engine::scd::{Scd, ScdConfig};
 
 const ROWS: usize = 1500;
@@ -95,8 +97,9 @@ fn problem(loss: Loss) -> Problem {
 }
 
 fn train(problem: &Problem, loss: Loss, l2: f64, l1: f64, threads: usize) -> Scd {
-    let mut scd = Scd::new(ScdConfig::new(loss, l2, l1, 2000, 1e-15, 7).unwrap(), problem.grid.shapes.clone());
-    let mut exec = LocalExecutor::new(&problem.grid, loss, threads);
+    let config = ScdConfig::new(loss, l2, l1, 2000, 1e-15, 7).unwrap();
+    let mut scd = Scd::new(config, problem.grid.shapes.clone(), problem.grid.targets.len());
+    let mut exec = LocalRunner::new(scd.kernel().clone(), &problem.grid, threads);
     while !scd.finished() {
         scd.run_epoch(&mut exec, |_, _, _| Ok(())).unwrap();
     }
@@ -120,7 +123,7 @@ fn squared_loss_reaches_the_closed_form_ridge_solution() {
     let problem = problem(Loss::Squared);
     let p = flat(
         &problem,
-        &Scd::new(ScdConfig::new(Loss::Squared, 1.0, 0.0, 1, 0.0, 0).unwrap(), problem.grid.shapes.clone()),
+        &Scd::new(ScdConfig::new(Loss::Squared, 1.0, 0.0, 1, 0.0, 0).unwrap(), problem.grid.shapes.clone(), 1),
     )
     .len();
     let exact = reference::ridge(&problem.rows, &targets(&problem), p, 0.5);
@@ -186,12 +189,14 @@ fn the_model_does_not_depend_on_the_thread_count() {
 fn recomputed_predictions_equal_the_incremental_ones() {
     let problem = problem(Loss::Squared);
     let scd = train(&problem, Loss::Squared, 0.5, 0.0, 2);
-    let mut exec = LocalExecutor::new(&problem.grid, Loss::Squared, 2);
-    let mut replay = Scd::new(scd.config, problem.grid.shapes.clone());
+    let mut replay = Scd::new(scd.config, problem.grid.shapes.clone(), problem.grid.targets.len());
+    let mut exec = LocalRunner::new(replay.kernel().clone(), &problem.grid, 2);
     while replay.state.epoch < 3 {
         replay.run_epoch(&mut exec, |_, _, _| Ok(())).unwrap();
     }
-    let incremental = exec.predictions.clone();
-    exec.recompute_predictions(&replay.state.theta);
-    assert_eq!(incremental, exec.predictions);
+    let incremental: Vec<_> = exec.states().map(|s| s.cloned()).collect();
+    exec.restore_all(&replay.mirror()).unwrap();
+    let rebuilt: Vec<_> = exec.states().map(|s| s.cloned()).collect();
+    assert!(incremental[0].as_ref().is_some_and(|s| !s.snapshots.is_empty()), "snapshots are part of the test");
+    assert_eq!(incremental, rebuilt);
 }

@@ -1,48 +1,77 @@
 //! Scalable Coordinate Descent (Rendle et al., KDD 2016, Algorithm 2), as a step machine.
 //!
-//! [`Scd`] is the master's side: it owns the parameters, picks blocks, turns aggregated
-//! statistics into steps and decides convergence. The data-parallel side — statistics,
-//! line-search sums, prediction updates, the loss — is an [`Executor`]: in one process
-//! [`local::LocalExecutor`] runs the [`kernels`] on threads; the distributed runtime runs
-//! the same kernels as work items on workers. Both return exact fixed-point sums, so a
-//! model is the same bits whichever executor produced it.
+//! [`Scd`] is the master's side, an [`Algorithm`]: it owns the parameters, picks blocks,
+//! turns aggregated statistics into steps and decides convergence. The data-parallel side —
+//! statistics, line-search sums, prediction updates, the loss — is [`kernel::ScdKernel`],
+//! whose phases run on every row shard through a [`Runner`]: threads in one process, or
+//! work items on workers. Both return exact fixed-point sums, so a model is the same bits
+//! whichever runner produced it.
 
 pub mod coarse;
+pub mod kernel;
 pub mod kernels;
-pub mod local;
 pub mod step;
 
+use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Reduction, Runner, StopReason};
 use crate::error::EngineError;
 use crate::fixed::{ExactSums, quantizable};
 use crate::grid::BlockShape;
 use crate::loss::Loss;
 use crate::objective::Regularization;
+use kernel::{ScdKernel, ScdParameters, ScdPhase};
 use serde::{Deserialize, Serialize};
 
 /// Epochs over which [`Scd::finished`] measures progress.
 pub const STALL_EPOCHS: usize = 3;
 
-/// The data-parallel half of an iteration. Each method covers every row shard.
-pub trait Executor {
-    type Error: From<EngineError>;
+/// SCD's phases as calls: each runs on every row shard and returns exact sums.
+struct Phases<'r, R>(&'r mut R);
+
+impl<R: Runner<ScdKernel>> Phases<'_, R> {
+    fn run(&mut self, phase: ScdPhase, reduction: Reduction, mutates: bool) -> Result<ExactSums, R::Error> {
+        Ok(self.0.run(PhaseRequest { phase, reduction, mutates })?.sums)
+    }
+
     /// Exact sums of `l' x` and `l'' x^2` for every feature of `block`.
-    fn statistics(&mut self, block: usize) -> Result<(ExactSums, ExactSums), Self::Error>;
-    /// Exact [`kernels::cell_direction_sums`] over all shards.
-    fn direction_sums(&mut self, block: usize, delta: &[f64]) -> Result<ExactSums, Self::Error>;
-    /// Moves all predictions from `old` to `new` parameters of `block`.
-    fn update_predictions(&mut self, block: usize, old: &[f64], new: &[f64]) -> Result<(), Self::Error>;
-    /// Exact sum of the losses of all examples.
-    fn loss_sum(&mut self) -> Result<i128, Self::Error>;
-    /// Keeps the current predictions as the newest snapshot, and at most `keep` in all.
-    fn snapshot(&mut self, keep: usize) -> Result<(), Self::Error>;
-    /// Exact [`coarse::shard_coarse_statistics`] over all shards, with all snapshots and,
-    /// if `blocks`, every block's cells; the Hessian on every `hessian_stride`-th shard.
-    fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, Self::Error>;
-    /// Exact [`coarse::shard_coarse_direction_sums`], likewise.
-    fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums, Self::Error>;
-    /// The block of the iteration after the coming one, so a distributed executor can
-    /// fetch its cells while the current block runs. A hint; `None` at the epoch's end.
-    fn upcoming(&mut self, _next_block: Option<usize>) {}
+    fn statistics(
+        &mut self,
+        block: usize,
+        next_block: Option<usize>,
+        features: usize,
+    ) -> Result<(ExactSums, ExactSums), R::Error> {
+        let phase = ScdPhase::Statistics { block, next_block, features };
+        let mut sums = self.run(phase, Reduction::RangeSum { len: 2 * features }, false)?.sums;
+        let curvature = sums.split_off(features);
+        Ok((ExactSums { sums }, ExactSums { sums: curvature }))
+    }
+
+    fn direction_sums(&mut self, block: usize, delta: &[f64], loss: Loss) -> Result<ExactSums, R::Error> {
+        let len = kernels::DirectionSums::new(loss).0.len();
+        self.run(ScdPhase::Direction { block, delta: delta.to_vec() }, Reduction::Sum { len }, false)
+    }
+
+    fn update_predictions(&mut self, block: usize, old: &[f64], new: &[f64]) -> Result<(), R::Error> {
+        let phase = ScdPhase::Update { block, old: old.to_vec(), new: new.to_vec() };
+        self.run(phase, Reduction::None, true).map(drop)
+    }
+
+    fn loss_sum(&mut self) -> Result<i128, R::Error> {
+        Ok(self.run(ScdPhase::Loss, Reduction::Sum { len: 1 }, false)?.sums[0])
+    }
+
+    fn snapshot(&mut self, keep: usize) -> Result<(), R::Error> {
+        self.run(ScdPhase::Snapshot { keep }, Reduction::None, true).map(drop)
+    }
+
+    fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize, dims: usize) -> Result<ExactSums, R::Error> {
+        let phase = ScdPhase::CoarseStatistics { blocks, hessian_stride };
+        self.run(phase, Reduction::Sum { len: coarse::statistics_len(dims) }, false)
+    }
+
+    fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64], loss: Loss) -> Result<ExactSums, R::Error> {
+        let len = kernels::DirectionSums::new(loss).0.len();
+        self.run(ScdPhase::CoarseDirection { blocks, t: t.to_vec() }, Reduction::Sum { len }, false)
+    }
 }
 
 /// Validated settings of an SCD run.
@@ -148,16 +177,28 @@ pub struct ScdState {
     pub position: usize,
 }
 
+/// What one SCD iteration changed, for an incremental checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ScdStep {
+    /// A block iteration: the block's new parameters and where the epoch is.
+    Block { epoch: u32, position: usize, objectives: Vec<f64>, block: usize, theta: Vec<f64> },
+    /// An epoch's end (the coarse correction moves every block): the whole state.
+    Epoch(ScdState),
+}
+
 pub struct Scd {
     pub config: ScdConfig,
     pub shapes: Vec<BlockShape>,
     pub state: ScdState,
+    kernel: ScdKernel,
 }
 
 impl Scd {
-    pub fn new(config: ScdConfig, shapes: Vec<BlockShape>) -> Self {
+    /// SCD over a grid of `shards` row shards with blocks of `shapes`.
+    pub fn new(config: ScdConfig, shapes: Vec<BlockShape>, shards: usize) -> Self {
         let theta = shapes.iter().map(|s| vec![0.0; s.features]).collect();
         Self {
+            kernel: ScdKernel { loss: config.loss, shards },
             config,
             shapes,
             state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new(), position: 0 },
@@ -165,7 +206,7 @@ impl Scd {
     }
 
     /// The regularized objective at the current parameters.
-    pub fn objective<E: Executor>(&self, exec: &mut E) -> Result<f64, E::Error> {
+    fn objective<R: Runner<ScdKernel>>(&self, exec: &mut Phases<R>) -> Result<f64, R::Error> {
         let loss = crate::fixed::from_fixed128(exec.loss_sum()?);
         Ok(loss + self.config.reg.total(self.state.theta.iter().map(Vec::as_slice)))
     }
@@ -183,10 +224,15 @@ impl Scd {
 
     /// One SCD iteration on `block`: statistics, step, line search for impure blocks,
     /// prediction update.
-    pub fn iterate<E: Executor>(&mut self, block: usize, exec: &mut E) -> Result<IterationReport, E::Error> {
+    fn iterate<R: Runner<ScdKernel>>(
+        &mut self,
+        block: usize,
+        next_block: Option<usize>,
+        exec: &mut Phases<R>,
+    ) -> Result<IterationReport, R::Error> {
         let (loss, reg) = (self.config.loss, self.config.reg);
         let shape = &self.shapes[block];
-        let (g, h) = exec.statistics(block)?;
+        let (g, h) = exec.statistics(block, next_block, shape.features)?;
         let (g, h) = (g.values(), h.values());
         let theta = &self.state.theta[block];
         let delta: Vec<f64> = (0..shape.features)
@@ -204,7 +250,7 @@ impl Scd {
         let step = if shape.pure {
             1.0
         } else {
-            let sums = exec.direction_sums(block, &delta)?.values();
+            let sums = exec.direction_sums(block, &delta, loss)?.values();
             match loss {
                 Loss::Squared => step::squared_line_search(sums[0], sums[1], theta, &delta, &reg),
                 Loss::Logistic => step::pick_logistic_step(&sums, theta, &delta, &reg),
@@ -220,7 +266,13 @@ impl Scd {
 
     /// Sets block `block` to `theta + step * delta` and moves the predictions with it;
     /// returns the largest |change|.
-    fn apply<E: Executor>(&mut self, block: usize, step: f64, delta: &[f64], exec: &mut E) -> Result<f64, E::Error> {
+    fn apply<R: Runner<ScdKernel>>(
+        &mut self,
+        block: usize,
+        step: f64,
+        delta: &[f64],
+        exec: &mut Phases<R>,
+    ) -> Result<f64, R::Error> {
         let theta = &self.state.theta[block];
         let new: Vec<f64> = theta.iter().zip(delta).map(|(&t, &d)| t + step * d).collect();
         if new.iter().zip(&self.shapes[block].max_abs).any(|(&t, &m)| !quantizable(t * m)) {
@@ -234,7 +286,7 @@ impl Scd {
 
     /// The epoch's [`coarse`] correction: a line-searched Newton step in the subspace of
     /// whole-block shifts and recent epochs' moves.
-    pub fn coarse_correction<E: Executor>(&mut self, exec: &mut E) -> Result<IterationReport, E::Error> {
+    fn coarse_correction<R: Runner<ScdKernel>>(&mut self, exec: &mut Phases<R>) -> Result<IterationReport, R::Error> {
         let (loss, reg) = (self.config.loss, self.config.reg);
         let mut report =
             IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 };
@@ -296,7 +348,7 @@ impl Scd {
                 at += 1;
             }
         }
-        let sums = exec.coarse_statistics(blocks, self.config.hessian_stride)?.values();
+        let sums = exec.coarse_statistics(blocks, self.config.hessian_stride, dims)?.values();
         let (rows, sampled) = (sums[sums.len() - 2], sums[sums.len() - 1]);
         gradient.iter_mut().zip(&sums[..dims]).for_each(|(g, s)| *g += s);
         gram.iter_mut().zip(&sums[dims..]).for_each(|(h, s)| *h += s * rows / sampled.max(1.0));
@@ -308,7 +360,7 @@ impl Scd {
         for (m, &s) in moves.iter().zip(&t[k..]) {
             delta.iter_mut().zip(m).for_each(|(d, x)| *d += s * x);
         }
-        let sums = exec.coarse_direction_sums(blocks, &t)?.values();
+        let sums = exec.coarse_direction_sums(blocks, &t, loss)?.values();
         let step = match loss {
             Loss::Squared => step::squared_line_search(sums[0], sums[1], &flat, &delta, &reg),
             Loss::Logistic => step::pick_logistic_step(&sums, &flat, &delta, &reg),
@@ -350,7 +402,7 @@ impl Scd {
 
     /// Remembers the current parameters (and the executor its predictions) for the
     /// subspace of later coarse corrections.
-    fn remember<E: Executor>(&mut self, exec: &mut E) -> Result<(), E::Error> {
+    fn remember<R: Runner<ScdKernel>>(&mut self, exec: &mut Phases<R>) -> Result<(), R::Error> {
         if !self.coarse_enabled() {
             return Ok(());
         }
@@ -362,33 +414,48 @@ impl Scd {
         Ok(())
     }
 
-    /// One epoch: every block once, in [`Self::epoch_order`], from [`ScdState::position`]
-    /// on (0 unless resumed from a checkpoint); returns the new objective.
-    /// `on_iteration` sees the state after each iteration, position already advanced.
-    pub fn run_epoch<E: Executor>(
-        &mut self,
-        exec: &mut E,
-        mut on_iteration: impl FnMut(&Self, &IterationReport, &mut E) -> Result<(), E::Error>,
-    ) -> Result<f64, E::Error> {
+    /// One iteration: the next block of the epoch's order (from [`ScdState::position`]), or,
+    /// after the last block, the coarse correction and the epoch's end.
+    fn step<R: Runner<ScdKernel>>(&mut self, exec: &mut Phases<R>) -> Result<(IterationReport, ScdStep), R::Error> {
         if self.state.objectives.is_empty() {
             let initial = self.objective(exec)?;
             self.state.objectives.push(initial);
         }
         let order = self.epoch_order(self.state.epoch);
-        for at in self.state.position..order.len() {
-            exec.upcoming(order.get(at + 1).copied());
-            let report = self.iterate(order[at], exec)?;
-            self.state.position = at + 1;
-            on_iteration(self, &report, exec)?;
+        if let Some(&block) = order.get(self.state.position) {
+            let report = self.iterate(block, order.get(self.state.position + 1).copied(), exec)?;
+            self.state.position += 1;
+            let step = ScdStep::Block {
+                epoch: self.state.epoch,
+                position: self.state.position,
+                objectives: self.state.objectives.clone(),
+                block,
+                theta: self.state.theta[block].clone(),
+            };
+            return Ok((report, step));
         }
         let report = self.coarse_correction(exec)?;
-        on_iteration(self, &report, exec)?;
         self.remember(exec)?;
         self.state.epoch += 1;
         self.state.position = 0;
         let objective = self.objective(exec)?;
         self.state.objectives.push(objective);
-        Ok(objective)
+        Ok((report, ScdStep::Epoch(self.state.clone())))
+    }
+
+    /// One whole epoch (tests and benchmarks); `on_iteration` sees every iteration.
+    pub fn run_epoch<R: Runner<ScdKernel>>(
+        &mut self,
+        runner: &mut R,
+        mut on_iteration: impl FnMut(&Self, &IterationReport, &mut R) -> Result<(), R::Error>,
+    ) -> Result<f64, R::Error> {
+        loop {
+            let (report, step) = self.step(&mut Phases(runner))?;
+            on_iteration(self, &report, runner)?;
+            if matches!(step, ScdStep::Epoch(_)) {
+                return Ok(*self.state.objectives.last().expect("an epoch ended"));
+            }
+        }
     }
 
     /// Whether the objective fell by less than the tolerance (relative) over the last
@@ -396,14 +463,82 @@ impl Scd {
     /// coarse correction, progress comes in steps, and a single flat epoch often precedes
     /// a large drop.
     pub fn finished(&self) -> bool {
+        self.stop_reason().is_some()
+    }
+}
+
+impl Algorithm for Scd {
+    type Kernel = ScdKernel;
+    type State = ScdState;
+    type Step = ScdStep;
+
+    fn name(&self) -> &'static str {
+        "scd"
+    }
+
+    fn kernel(&self) -> &ScdKernel {
+        &self.kernel
+    }
+
+    fn mirror(&self) -> ScdParameters {
+        ScdParameters { theta: self.state.theta.clone(), snapshots: self.state.history.clone() }
+    }
+
+    fn state(&self) -> &ScdState {
+        &self.state
+    }
+
+    fn set_state(&mut self, state: ScdState) {
+        self.state = state;
+    }
+
+    fn replay(&mut self, step: ScdStep) -> Result<(), EngineError> {
+        match step {
+            ScdStep::Block { epoch, position, objectives, block, theta } => {
+                let expected = self.state.theta.get(block).map(Vec::len);
+                if epoch != self.state.epoch || position != self.state.position + 1 || expected != Some(theta.len()) {
+                    return Err(EngineError::Corrupt(format!(
+                        "checkpoint step {epoch}/{position} does not follow {}/{}",
+                        self.state.epoch, self.state.position
+                    )));
+                }
+                self.state.theta[block] = theta;
+                self.state.position = position;
+                self.state.objectives = objectives;
+            }
+            ScdStep::Epoch(state) => self.state = state,
+        }
+        Ok(())
+    }
+
+    fn next_iter<R: Runner<ScdKernel>>(&mut self, runner: &mut R) -> Result<Iteration<ScdStep>, R::Error> {
+        let (_, step) = self.step(&mut Phases(runner))?;
+        Ok(Iteration { epoch_done: matches!(step, ScdStep::Epoch(_)), step })
+    }
+
+    fn progress(&self) -> Progress {
+        let objective = if self.state.epoch > 0 { self.state.objectives.last().copied() } else { None };
+        Progress { epoch: self.state.epoch, objective, gap: None, desired_workers: None }
+    }
+
+    fn stop_reason(&self) -> Option<StopReason> {
         if self.state.epoch >= self.config.max_epochs {
-            return true;
+            return Some(StopReason::MaxEpochs);
         }
         let objectives = &self.state.objectives;
-        objectives.len() > STALL_EPOCHS && {
+        let stalled = objectives.len() > STALL_EPOCHS && {
             let (before, after) = (objectives[objectives.len() - 1 - STALL_EPOCHS], objectives[objectives.len() - 1]);
             before - after <= self.config.tolerance * after.abs()
-        }
+        };
+        stalled.then_some(StopReason::Converged)
+    }
+
+    fn weights(&self) -> Vec<Vec<f64>> {
+        self.state.theta.clone()
+    }
+
+    fn max_epochs(&self) -> u32 {
+        self.config.max_epochs
     }
 }
 

@@ -1,0 +1,195 @@
+//! SCD's data-parallel half on the [`Kernel`] interface: a unit is one row shard, its state
+//! the shard's fixed-point predictions (and the coarse correction's snapshots of them).
+
+use super::{coarse, kernels};
+use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
+use crate::fixed::to_fixed128;
+use crate::grid::Cell;
+use crate::loss::Loss;
+use serde::{Deserialize, Serialize};
+use std::ops::Deref;
+
+/// What every worker needs to run SCD's phases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScdKernel {
+    pub loss: Loss,
+    /// Row shards of the grid: SCD's units.
+    pub shards: usize,
+}
+
+/// SCD's phases (Algorithm 2 of the paper, plus the coarse correction's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ScdPhase {
+    /// Sums of `l' x` and `l'' x^2` of every feature of `block`: gradient at `j`,
+    /// curvature at `features + j`. `next_block`'s cells may be prefetched.
+    Statistics { block: usize, next_block: Option<usize>, features: usize },
+    /// [`kernels::cell_direction_sums`] along `delta`.
+    Direction { block: usize, delta: Vec<f64> },
+    /// Moves the predictions from `old` to `new` parameters of `block`.
+    Update { block: usize, old: Vec<f64>, new: Vec<f64> },
+    /// The sum of the losses.
+    Loss,
+    /// Keeps the predictions as the newest snapshot, and at most `keep` in all.
+    Snapshot { keep: usize },
+    /// [`coarse::shard_coarse_statistics`].
+    CoarseStatistics { blocks: bool, hessian_stride: usize },
+    /// [`coarse::shard_coarse_direction_sums`].
+    CoarseDirection { blocks: bool, t: Vec<f64> },
+}
+
+/// A row shard's predictions and snapshots.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ShardPredictions {
+    pub predictions: Vec<i64>,
+    pub snapshots: Vec<Vec<i64>>,
+}
+
+/// The parameters the shards' predictions (and snapshots) were made from: enough to
+/// rebuild any shard.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ScdParameters {
+    pub theta: Vec<Vec<f64>>,
+    pub snapshots: Vec<Vec<Vec<f64>>>,
+}
+
+impl Kernel for ScdKernel {
+    type Phase = ScdPhase;
+    type UnitState = ShardPredictions;
+    type Mirror = ScdParameters;
+    type UnitBase = ScdParameters;
+
+    fn units(&self) -> usize {
+        self.shards
+    }
+
+    fn fresh<G: GridSource>(&self, unit: usize, grid: &G) -> Result<ShardPredictions, G::Error> {
+        Ok(ShardPredictions { predictions: vec![0; grid.rows(unit)], snapshots: Vec::new() })
+    }
+
+    fn run<G: GridSource>(
+        &self,
+        phase: &ScdPhase,
+        shard: usize,
+        state: &mut ShardPredictions,
+        grid: &G,
+    ) -> Result<UnitOutput, G::Error> {
+        let loss = self.loss;
+        let targets = grid.targets(shard)?;
+        let exact = |partial: Vec<f64>| UnitOutput {
+            sums: Contribution::Dense(partial.iter().map(|&v| to_fixed128(v)).collect()),
+            payload: Vec::new(),
+        };
+        Ok(match phase {
+            ScdPhase::Statistics { block, next_block, features } => {
+                if let Some(next) = next_block {
+                    grid.prefetch(*next, shard);
+                }
+                let cell = grid.cell(*block, shard)?;
+                let (g, h) = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
+                let mut pairs = Vec::with_capacity(2 * g.len());
+                for (l, &feature) in cell.feature_ids.iter().enumerate() {
+                    pairs.push((feature, to_fixed128(g[l])));
+                    pairs.push((*features as u32 + feature, to_fixed128(h[l])));
+                }
+                UnitOutput { sums: Contribution::Sparse(pairs), payload: Vec::new() }
+            }
+            ScdPhase::Direction { block, delta } => {
+                let cell = grid.cell(*block, shard)?;
+                exact(kernels::cell_direction_sums(&cell, delta, &targets, &state.predictions, loss))
+            }
+            ScdPhase::Update { block, old, new } => {
+                let cell = grid.cell(*block, shard)?;
+                kernels::cell_update_predictions(&cell, old, new, &mut state.predictions);
+                UnitOutput::default()
+            }
+            ScdPhase::Loss => UnitOutput {
+                sums: Contribution::Dense(vec![kernels::shard_loss_sum(&targets, &state.predictions, loss)]),
+                payload: Vec::new(),
+            },
+            ScdPhase::Snapshot { keep } => {
+                state.snapshots.push(state.predictions.clone());
+                if state.snapshots.len() > *keep {
+                    state.snapshots.remove(0);
+                }
+                UnitOutput::default()
+            }
+            ScdPhase::CoarseStatistics { blocks, hessian_stride } => {
+                let held = all_cells(grid, *blocks, shard)?;
+                let cells: Vec<&Cell> = held.iter().map(Deref::deref).collect();
+                let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
+                let hessian = coarse::takes_hessian(shard, *hessian_stride);
+                exact(coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian))
+            }
+            ScdPhase::CoarseDirection { blocks, t } => {
+                let held = all_cells(grid, *blocks, shard)?;
+                let cells: Vec<&Cell> = held.iter().map(Deref::deref).collect();
+                let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
+                exact(coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss))
+            }
+        })
+    }
+
+    fn commit(&self, mirror: &mut ScdParameters, phase: &ScdPhase, _: &PhaseOutput) {
+        match phase {
+            ScdPhase::Update { block, new, .. } => mirror.theta[*block] = new.clone(),
+            ScdPhase::Snapshot { keep } => {
+                mirror.snapshots.push(mirror.theta.clone());
+                if mirror.snapshots.len() > *keep {
+                    mirror.snapshots.remove(0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn unit_base(&self, mirror: &ScdParameters, _: usize) -> ScdParameters {
+        mirror.clone()
+    }
+
+    fn base_key(&self, _: usize) -> usize {
+        0
+    }
+
+    /// The same integers the incremental updates produce (see [`crate::fixed`]).
+    fn restore<G: GridSource>(
+        &self,
+        shard: usize,
+        base: &ScdParameters,
+        grid: &G,
+    ) -> Result<ShardPredictions, G::Error> {
+        let rows = grid.rows(shard);
+        let mut state =
+            ShardPredictions { predictions: vec![0; rows], snapshots: vec![vec![0; rows]; base.snapshots.len()] };
+        for (block, theta) in base.theta.iter().enumerate() {
+            let cell = grid.cell(block, shard)?;
+            let zeros = vec![0.0; theta.len()];
+            kernels::cell_update_predictions(&cell, &zeros, theta, &mut state.predictions);
+            for (snapshot, then) in state.snapshots.iter_mut().zip(&base.snapshots) {
+                kernels::cell_update_predictions(&cell, &zeros, &then[block], snapshot);
+            }
+        }
+        Ok(state)
+    }
+
+    fn encode_state(&self, state: &ShardPredictions) -> Vec<u8> {
+        encode(state)
+    }
+
+    fn decode_state<G: GridSource>(&self, shard: usize, bytes: &[u8], grid: &G) -> Result<ShardPredictions, G::Error> {
+        let state: ShardPredictions = decode(bytes, "shard predictions")?;
+        if state.predictions.len() != grid.rows(shard) {
+            return Err(
+                crate::EngineError::Corrupt(format!("predictions of shard {shard} have the wrong length")).into()
+            );
+        }
+        Ok(state)
+    }
+}
+
+/// Every block's cell of `shard`, or none.
+fn all_cells<G: GridSource>(grid: &G, blocks: bool, shard: usize) -> Result<Vec<G::CellRef<'_>>, G::Error> {
+    if !blocks {
+        return Ok(Vec::new());
+    }
+    (0..grid.blocks()).map(|b| grid.cell(b, shard)).collect()
+}
