@@ -128,7 +128,7 @@ pub trait GridSource: Sync {
 
 /// The data-parallel half of an algorithm. Its value is the configuration every worker
 /// needs (loss, unit layout, ...); the master sends it to workers as bytes.
-pub trait Kernel: Serialize + DeserializeOwned + Send + Sync + 'static {
+pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// A phase's description, sent once to every worker that runs its units.
     type Phase: Serialize + DeserializeOwned + Send + Sync + 'static;
     /// What a worker keeps for a unit between phases.
@@ -198,6 +198,9 @@ pub struct Progress {
     /// The objective after the last completed epoch; `None` before the first.
     pub objective: Option<f64>,
     pub gap: Option<Gap>,
+    /// The objective (and gap) before the first epoch: where a convergence trace starts.
+    pub initial_objective: Option<f64>,
+    pub initial_gap: Option<Gap>,
     /// The worker count the algorithm wants (elastic algorithms); `None`: any.
     pub desired_workers: Option<u32>,
 }

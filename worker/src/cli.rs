@@ -1,5 +1,6 @@
 //! The `linea` command line.
 
+use crate::driver::{AlgorithmName, TrainSummary};
 use crate::error::{LineaError, Result};
 use crate::input::{FeatureSpec, Format, NumericMode};
 use crate::progress::Progress;
@@ -21,6 +22,12 @@ pub struct Cli {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum AlgorithmArg {
+    /// Scalable Coordinate Descent: the same model bytes for any worker count.
+    Scd,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum LossArg {
     Logistic,
     Squared,
@@ -33,6 +40,8 @@ struct TrainArgs {
     data: String,
     #[arg(long)]
     model: String,
+    #[arg(long, value_enum, default_value = "scd")]
+    algorithm: AlgorithmArg,
     #[arg(long, value_enum, default_value = "logistic")]
     loss: LossArg,
     /// L2 strength: the objective is sum of losses + l2*|w|^2 + l1*|w|_1.
@@ -62,8 +71,25 @@ impl TrainArgs {
             LossArg::Logistic => Loss::Logistic,
             LossArg::Squared => Loss::Squared,
         };
+        let algorithm = match self.algorithm {
+            AlgorithmArg::Scd => AlgorithmName::Scd,
+        };
         let TrainArgs { data, model, l2, l1, epochs, tolerance, seed, plot, trace, .. } = self;
-        train::TrainOptions { data, model, loss, l2, l1, epochs, tolerance, threads, seed, plot, trace, workers }
+        train::TrainOptions {
+            data,
+            model,
+            algorithm,
+            loss,
+            l2,
+            l1,
+            epochs,
+            tolerance,
+            threads,
+            seed,
+            plot,
+            trace,
+            workers,
+        }
     }
 }
 
@@ -287,17 +313,27 @@ pub fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-fn report_trained(options: &train::TrainOptions, summary: &train::TrainSummary) {
+fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     let per_thread = match options.threads {
         0 => String::new(),
         threads => {
             format!(" ({:.1}M nnz/s per thread, {threads} threads)", summary.nnz_per_second_per_thread(threads) / 1e6)
         }
     };
+    let gap = summary.gap.map_or(String::new(), |g| format!(", relative duality gap {:.3e}", g.relative));
     println!(
-        "trained {}: objective {:.10} after {} epochs in {:.2}s{per_thread}",
+        "trained {}: objective {:.10} after {} epochs in {:.2}s{per_thread}{gap}",
         options.model, summary.objective, summary.epochs, summary.seconds,
     );
+}
+
+/// A loss by the name the model file and the wire use.
+pub fn parse_loss(name: &str) -> Option<Loss> {
+    match name {
+        "squared" => Some(Loss::Squared),
+        "logistic" => Some(Loss::Logistic),
+        _ => None,
+    }
 }
 
 impl From<clap::Error> for LineaError {

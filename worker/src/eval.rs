@@ -6,10 +6,11 @@ use crate::input::{self, Format, RawExample};
 use crate::model::Model;
 use crate::prepare::BIAS;
 use crate::storage;
+use linea_engine::algorithm::{PhaseRequest, Reduction, Runner};
 use linea_engine::fixed::{from_fixed128, prediction_value, quantize, to_fixed128};
 use linea_engine::metrics::{self, Metrics};
-use linea_engine::scd::Executor;
-use linea_engine::scd::local::LocalExecutor;
+use linea_engine::runner::LocalRunner;
+use linea_engine::scd::kernel::{ScdKernel, ScdParameters, ScdPhase};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,10 +62,15 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
             .zip(&loaded.layout.dictionaries)
             .map(|(block, dictionary)| dictionary.iter().map(|e| model.weight(&block.variable, &e.key)).collect())
             .collect();
-        let mut executor = LocalExecutor::new(&loaded.grid, loss, rayon::current_num_threads());
-        executor.recompute_predictions(&theta);
-        let loss_sum = from_fixed128(executor.loss_sum()?);
-        let predictions = executor.predictions.concat().into_iter().map(prediction_value).collect();
+        // The trainer's own kernel: predictions rebuilt from the weights, the loss summed
+        // exactly, so the objective on the training grid is the training objective.
+        let kernel = ScdKernel { loss, shards: loaded.grid.targets.len() };
+        let mut runner = LocalRunner::new(kernel, &loaded.grid, rayon::current_num_threads());
+        runner.restore_all(&ScdParameters { theta, snapshots: Vec::new() })?;
+        let request = PhaseRequest { phase: ScdPhase::Loss, reduction: Reduction::Sum { len: 1 }, mutates: false };
+        let loss_sum = from_fixed128(runner.run(request)?.sums.sums[0]);
+        let predictions =
+            runner.states().flatten().flat_map(|s| s.predictions.iter().map(|&p| prediction_value(p))).collect();
         (loaded.grid.targets.concat(), predictions, loss_sum)
     } else {
         let mut targets = Vec::new();

@@ -6,8 +6,8 @@ use crate::error::{LineaError, Result};
 use crate::manifest::{FileRef, Manifest};
 use crate::storage::Storage;
 use linea_engine::codec::{self, DictionaryEntry};
+use linea_engine::grid::InMemoryGrid;
 use linea_engine::grid::{BlockShape, Cell};
-use linea_engine::scd::local::InMemoryGrid;
 use linea_engine::{EngineError, Loss};
 use rayon::prelude::*;
 

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod driver;
 pub mod error;
 pub mod eval;
 pub mod gridload;

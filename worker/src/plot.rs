@@ -1,7 +1,9 @@
 //! A convergence plot as a self-contained SVG: relative suboptimality
-//! `(F(t) - F*) / F*` against seconds on a log scale, with F* the best objective reached.
+//! `(F(t) - F*) / F*` against seconds on a log scale, with F* the best objective reached,
+//! and, for algorithms that have one, the relative duality gap — a certificate: the true
+//! suboptimality is below it.
 
-use crate::train::EpochPoint;
+use crate::driver::EpochPoint;
 
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 420.0;
@@ -17,9 +19,12 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
         .map(|p| (p.seconds, (p.objective - best) / best.abs().max(f64::MIN_POSITIVE)))
         .filter(|&(_, gap)| gap > 0.0)
         .collect();
+    let gaps: Vec<(f64, f64)> =
+        trace.iter().filter_map(|p| Some((p.seconds, p.gap?.relative))).filter(|&(_, g)| g > 0.0).collect();
     let t_max = trace.last().map_or(1.0, |p| p.seconds).max(1e-6);
     let (lo, hi) = points
         .iter()
+        .chain(&gaps)
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, g)| (lo.min(g.log10()), hi.max(g.log10())));
     let (lo, hi) = if lo.is_finite() { (lo.floor(), hi.ceil().max(lo.floor() + 1.0)) } else { (-1.0, 0.0) };
     let x = |t: f64| LEFT + t / t_max * (WIDTH - LEFT - RIGHT);
@@ -59,6 +64,19 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
     svg += &format!("<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>\n", path.join(" "));
     for &(t, g) in &points {
         svg += &format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"#1f77b4\"/>\n", x(t), y(g));
+    }
+    if !gaps.is_empty() {
+        let path: Vec<String> = gaps.iter().map(|&(t, g)| format!("{:.1},{:.1}", x(t), y(g))).collect();
+        svg += &format!(
+            "<polyline fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points=\"{}\"/>\n\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#d62728\">- - relative duality gap</text>\n\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#1f77b4\">&#8212; (objective - best) / best</text>\n",
+            path.join(" "),
+            WIDTH - RIGHT - 6.0,
+            TOP + 48.0,
+            WIDTH - RIGHT - 6.0,
+            TOP + 32.0
+        );
     }
     svg += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">best objective {best:.10e} after {} epochs</text>\n</svg>\n",

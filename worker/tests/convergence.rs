@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use linea_engine::Loss;
-use linea_engine::scd::local::LocalExecutor;
+use linea_engine::algorithm::Algorithm;
+use linea_engine::runner::LocalRunner;
 use linea_engine::scd::{Scd, Update};
 use linea_worker::input::Format;
 
@@ -16,8 +17,9 @@ fn movielens_objective_falls_every_iteration_with_line_searched_genres() {
         (0..loaded.layout.manifest.blocks.len()).filter(|&b| !loaded.layout.manifest.blocks[b].pure).collect();
     assert!(!impure.is_empty());
     assert!(impure.iter().all(|&b| loaded.layout.manifest.blocks[b].variable == "genres"), "only genres is set-valued");
-    let mut scd = Scd::new(config(&loaded, Loss::Squared, 1.0, 1e-10), loaded.grid.shapes.clone());
-    let mut exec = LocalExecutor::new(&loaded.grid, Loss::Squared, 2);
+    let shards = loaded.grid.targets.len();
+    let mut scd = Scd::new(config(&loaded, Loss::Squared, 1.0, 1e-10), loaded.grid.shapes.clone(), shards);
+    let mut exec = LocalRunner::new(scd.kernel().clone(), &loaded.grid, 2);
     let mut objectives = vec![scd.objective(&mut exec).unwrap()];
     let mut genre_steps = Vec::new();
     while !scd.finished() {

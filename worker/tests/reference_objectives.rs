@@ -31,18 +31,10 @@ fn a9a_test_auc_reaches_the_published_level() {
     let (dir, _) = prepare(&data("a9a/a9a.train.libsvm"), spec(Format::Libsvm), 8192, Loss::Logistic);
     let model = dir.path().join("a9a.model").to_string_lossy().into_owned();
     let options = linea_worker::train::TrainOptions {
-        data: dir.path().to_string_lossy().into_owned(),
-        model: model.clone(),
-        loss: Loss::Logistic,
-        l2: 1.0,
-        l1: 0.0,
         epochs: 500,
         tolerance: 1e-10,
         threads: 2,
-        seed: 0,
-        plot: None,
-        trace: None,
-        workers: 0,
+        ..linea_worker::train::TrainOptions::scd(&dir.path().to_string_lossy(), &model, Loss::Logistic)
     };
     linea_worker::train::train(&options, &linea_worker::progress::Progress::silent()).unwrap();
     let model = linea_worker::eval::read_model(&model).unwrap();

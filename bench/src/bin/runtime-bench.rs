@@ -4,7 +4,7 @@
 //!
 //! The master is the real one (`runtime::master::Server`: its gRPC service, hub and
 //! scheduler on their own tokio runtime), driven from this thread through its
-//! `RemoteExecutor`, exactly as `linea master` drives it. The workers are simulated: light
+//! `RemoteRunner` with SCD's phases, exactly as `linea master` drives it. The workers are simulated: light
 //! tokio tasks on a second runtime that speak the real protocol over loopback gRPC — Work
 //! stream (Join, then Completed batches), a Peer service behind the job secret — but do no
 //! arithmetic: shard items are answered at once (zero sums of the right length), a
@@ -31,11 +31,12 @@
 //! it asserts nothing.
 
 use linea_engine::Loss;
-use linea_engine::grid::BlockShape;
-use linea_engine::scd::{Executor, Scd, ScdConfig};
+use linea_engine::algorithm::{PhaseRequest, Reduction, Runner};
+use linea_engine::fixed::ExactSums;
+use linea_engine::scd::kernel::{ScdKernel, ScdParameters, ScdPhase};
 use linea_worker::runtime::auth::{Authenticated, JobSecret};
-use linea_worker::runtime::master::{Job, MAX_MESSAGE_BYTES, RemoteExecutor, Server};
-use linea_worker::runtime::proto::{self, master_message, phase, work_item, worker_message};
+use linea_worker::runtime::master::{Job, MAX_MESSAGE_BYTES, RemoteRunner, Server};
+use linea_worker::runtime::proto::{self, master_message, work_item, worker_message};
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -47,6 +48,25 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 const AGG_FEATURES: usize = 262_144;
+
+/// The master's side of the phases the benchmark runs.
+trait Phases {
+    fn loss_sum(&mut self) -> ExactSums;
+    fn statistics(&mut self, features: usize) -> ExactSums;
+}
+
+impl Phases for RemoteRunner<ScdKernel> {
+    fn loss_sum(&mut self) -> ExactSums {
+        let request = PhaseRequest { phase: ScdPhase::Loss, reduction: Reduction::Sum { len: 1 }, mutates: false };
+        self.run(request).expect("phase runs").sums
+    }
+
+    fn statistics(&mut self, features: usize) -> ExactSums {
+        let phase = ScdPhase::Statistics { block: 0, next_block: None, features };
+        let request = PhaseRequest { phase, reduction: Reduction::RangeSum { len: 2 * features }, mutates: false };
+        self.run(request).expect("phase runs").sums
+    }
+}
 
 /// What one simulated worker moved and did.
 #[derive(Default)]
@@ -113,7 +133,7 @@ impl SimWorker {
         let n = (item.end - item.begin) as usize;
         let session = self.session.lock().unwrap().clone();
         for source in &item.sources {
-            let (shards, len) = if source.address == self.address {
+            let (units, len) = if source.address == self.address {
                 (self.partials.lock().unwrap().get(&phase).cloned(), n * 16)
             } else {
                 let request =
@@ -122,16 +142,15 @@ impl SimWorker {
                 match client.fetch_partial(request).await {
                     Ok(reply) => {
                         let reply = reply.into_inner();
-                        let bytes = (reply.gradient.len() + reply.curvature.len()) as u64;
-                        self.traffic.partial_bytes_fetched.fetch_add(bytes, Ordering::Relaxed);
-                        (Some(reply.shards), reply.gradient.len())
+                        self.traffic.partial_bytes_fetched.fetch_add(reply.sums.len() as u64, Ordering::Relaxed);
+                        (Some(reply.units), reply.sums.len())
                     }
                     Err(_) => (None, 0),
                 }
             };
-            let mut expected = source.shards.clone();
+            let mut expected = source.units.clone();
             expected.sort_unstable();
-            match shards {
+            match units {
                 Some(mut s) if len == n * 16 => {
                     s.sort_unstable();
                     if s != expected {
@@ -141,7 +160,7 @@ impl SimWorker {
                 _ => return Err(source.address.clone()),
             }
         }
-        Ok(vec![0u8; 2 * n * 16])
+        Ok(vec![0u8; n * 16])
     }
 }
 
@@ -157,16 +176,16 @@ impl proto::peer_server::Peer for PeerService {
         if *self.0.session.lock().unwrap() != r.session {
             return Err(Status::not_found("partial of another master session"));
         }
-        let shards = self.0.partials.lock().unwrap().get(&r.phase).cloned();
-        let shards = shards.ok_or_else(|| Status::not_found("no partial statistics of this phase"))?;
+        let units = self.0.partials.lock().unwrap().get(&r.phase).cloned();
+        let units = units.ok_or_else(|| Status::not_found("no partial sums of this phase"))?;
         let n = r.end.saturating_sub(r.begin) as usize * 16;
-        let reply = proto::Partial { shards, gradient: vec![0u8; n], curvature: vec![0u8; n] };
-        self.0.traffic.partial_bytes_served.fetch_add(2 * n as u64, Ordering::Relaxed);
+        let reply = proto::Partial { units, sums: vec![0u8; n] };
+        self.0.traffic.partial_bytes_served.fetch_add(n as u64, Ordering::Relaxed);
         Ok(Response::new(reply))
     }
 
-    async fn fetch_shard(&self, _: Request<proto::FetchShardRequest>) -> Result<Response<proto::ShardState>, Status> {
-        Err(Status::unimplemented("simulated workers keep no shard state"))
+    async fn fetch_unit(&self, _: Request<proto::FetchUnitRequest>) -> Result<Response<proto::UnitState>, Status> {
+        Err(Status::unimplemented("simulated workers keep no unit state"))
     }
 
     async fn fetch_cell(&self, _: Request<proto::FetchCellRequest>) -> Result<Response<proto::CellBytes>, Status> {
@@ -231,7 +250,7 @@ async fn simulated_worker(
         client.work(UnboundedReceiverStream::new(messages)).await.map_err(|e| e.to_string())?.into_inner();
     let (results, mut completed) = unbounded_channel::<proto::ItemResult>();
     let slots = Arc::new(tokio::sync::Semaphore::new(options.threads.max(1) as usize));
-    let mut phases: HashMap<u64, phase::Kind> = HashMap::new();
+    let mut phases: HashMap<u64, proto::Phase> = HashMap::new();
     let sent_sums = |r: &proto::ItemResult| traffic.result_bytes_sent.fetch_add(r.sums.len() as u64, Ordering::Relaxed);
     let outcome = loop {
         tokio::select! {
@@ -250,22 +269,20 @@ async fn simulated_worker(
                     }
                     master_message::Body::Assignment(assignment) => {
                         for p in assignment.phases {
-                            if let Some(kind) = p.kind {
-                                phases.retain(|&id, _| id + 2 > p.id);
-                                sim.partials.lock().unwrap().retain(|&id, _| id + 2 > p.id);
-                                phases.insert(p.id, kind);
-                            }
+                            phases.retain(|&id, _| id + 2 > p.id);
+                            sim.partials.lock().unwrap().retain(|&id, _| id + 2 > p.id);
+                            phases.insert(p.id, p);
                         }
                         let mut batch = Vec::new();
                         for item in assignment.items {
                             let mut result = proto::ItemResult { item: item.id, ..Default::default() };
                             match item.kind {
-                                Some(work_item::Kind::Shard(shard)) => {
+                                Some(work_item::Kind::Unit(unit)) => {
                                     traffic.shard_items.fetch_add(1, Ordering::Relaxed);
-                                    match phases.get(&item.phase) {
-                                        Some(phase::Kind::Loss(_)) => result.sums = vec![0u8; 16],
-                                        Some(phase::Kind::Statistics(_)) => {
-                                            sim.partials.lock().unwrap().entry(item.phase).or_default().push(shard.shard);
+                                    match phases.get(&item.phase).map(|p| (proto::Reduction::try_from(p.reduction), p.len)) {
+                                        Some((Ok(proto::Reduction::Sum), len)) => result.sums = vec![0u8; 16 * len as usize],
+                                        Some((Ok(proto::Reduction::RangeSum), _)) => {
+                                            sim.partials.lock().unwrap().entry(item.phase).or_default().push(unit.unit);
                                         }
                                         Some(_) => {}
                                         None => result.error = format!("item {} of unknown phase {}", item.id, item.phase),
@@ -334,13 +351,20 @@ fn session<R>(
     options: SimOptions,
     shards: usize,
     features: usize,
-    body: impl FnOnce(&mut RemoteExecutor, &[Arc<Traffic>]) -> R,
+    body: impl FnOnce(&mut RemoteRunner<ScdKernel>, &[Arc<Traffic>]) -> R,
 ) -> (R, linea_worker::runtime::scheduler::Counters) {
     let secret = JobSecret::generate();
-    let config = ScdConfig::new(Loss::Logistic, 1.0, 0.0, 10, 1e-9, 0).unwrap();
-    let scd = Scd::new(config, vec![BlockShape { features, pure: true, max_abs: vec![1.0; features] }]);
-    let job = Job { data: "simulated".into(), loss: Loss::Logistic, model: "none".into(), max_epochs: 1 };
-    let server = Server::start("127.0.0.1:0", &secret, shards, vec![features], job, &scd, 0).expect("master starts");
+    let kernel = ScdKernel { loss: Loss::Logistic, shards };
+    let mirror = ScdParameters { theta: vec![vec![0.0; features]], snapshots: Vec::new() };
+    let job = Job {
+        data: "simulated".into(),
+        algorithm: "scd",
+        loss: Loss::Logistic,
+        model: "none".into(),
+        max_epochs: 1,
+        progress: Default::default(),
+    };
+    let server = Server::start("127.0.0.1:0", &secret, job, kernel, mirror, 0).expect("master starts");
     let master = format!("http://{}", server.address);
     let joined = Arc::new(AtomicUsize::new(0));
     let traffic: Vec<Arc<Traffic>> = (0..workers).map(|_| Arc::new(Traffic::default())).collect();
@@ -353,7 +377,7 @@ fn session<R>(
         assert!(Instant::now() < deadline, "only {} of {workers} workers joined", joined.load(Ordering::SeqCst));
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut executor = server.executor();
+    let mut executor = server.runner();
     let result = body(&mut executor, &traffic);
     let counters = server.counters();
     server.shutdown();
@@ -394,11 +418,11 @@ fn throughput(sims: &tokio::runtime::Runtime, workers: usize, threads: u32, scal
     let options = SimOptions { threads, item_time: None };
     let ((items, seconds), counters) = session(sims, workers, options, shards, 1, |exec, _| {
         for _ in 0..5 {
-            exec.loss_sum().unwrap();
+            exec.loss_sum();
         }
         let before = Instant::now();
         for _ in 0..phases {
-            exec.loss_sum().unwrap();
+            exec.loss_sum();
         }
         ((phases * shards) as u64, before.elapsed().as_secs_f64())
     });
@@ -418,13 +442,13 @@ fn barrier(sims: &tokio::runtime::Runtime, workers: usize, phases: usize) -> Bar
     let options = SimOptions { threads: 1, item_time: None };
     let ((mut times, used), _) = session(sims, workers, options, workers, 1, |exec, traffic| {
         for _ in 0..20 {
-            exec.loss_sum().unwrap();
+            exec.loss_sum();
         }
         let before: Vec<u64> = traffic.iter().map(|t| t.shard_items.load(Ordering::Relaxed)).collect();
         let times: Vec<f64> = (0..phases)
             .map(|_| {
                 let start = Instant::now();
-                exec.loss_sum().unwrap();
+                exec.loss_sum();
                 start.elapsed().as_secs_f64() * 1e3
             })
             .collect();
@@ -460,12 +484,12 @@ struct Aggregation {
 fn aggregation(sims: &tokio::runtime::Runtime, workers: usize, phases: usize) -> Aggregation {
     let options = SimOptions { threads: 1, item_time: None };
     let ((deltas, seconds), _) = session(sims, workers, options, 4 * workers, AGG_FEATURES, |exec, traffic| {
-        exec.statistics(0).unwrap();
+        exec.statistics(AGG_FEATURES);
         let before: Vec<[u64; 7]> = traffic.iter().map(|t| t.snapshot()).collect();
         let start = Instant::now();
         for _ in 0..phases {
-            let (g, h) = exec.statistics(0).unwrap();
-            assert_eq!((g.sums.len(), h.sums.len()), (AGG_FEATURES, AGG_FEATURES));
+            let sums = exec.statistics(AGG_FEATURES);
+            assert_eq!(sums.sums.len(), 2 * AGG_FEATURES);
         }
         let seconds = start.elapsed().as_secs_f64();
         let deltas: Vec<[u64; 7]> = traffic
@@ -505,13 +529,13 @@ fn balance(sims: &tokio::runtime::Runtime, phases: usize) -> (f64, usize) {
     let options = SimOptions { threads: 1, item_time: Some(Duration::from_millis(5)) };
     let ((median, used), _) = session(sims, workers, options, workers, 1, |exec, traffic| {
         for _ in 0..3 {
-            exec.loss_sum().unwrap();
+            exec.loss_sum();
         }
         let before: Vec<u64> = traffic.iter().map(|t| t.shard_items.load(Ordering::Relaxed)).collect();
         let mut times: Vec<f64> = (0..phases)
             .map(|_| {
                 let start = Instant::now();
-                exec.loss_sum().unwrap();
+                exec.loss_sum();
                 start.elapsed().as_secs_f64() * 1e3
             })
             .collect();
@@ -640,7 +664,7 @@ fn main() {
     if !aggs.is_empty() {
         println!(
             "\n### 3. Aggregation traffic per statistics phase (block of {AGG_FEATURES} features = {} ranges, shards = 4 x workers, 1 thread each)\n",
-            AGG_FEATURES.div_ceil(linea_worker::runtime::scheduler::RANGE_FEATURES)
+            (2 * AGG_FEATURES).div_ceil(linea_worker::runtime::scheduler::RANGE_LEN)
         );
         println!(
             "| workers | phases | per worker mean (served + fetched + sent) | per worker max | workers that aggregated | master received: sums / wire | ms/phase |"

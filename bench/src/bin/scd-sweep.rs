@@ -5,7 +5,10 @@
 //! swept per second per thread. The first epoch is a warm-up and is not timed.
 
 use linea_engine::Loss;
-use linea_engine::scd::local::LocalExecutor;
+use linea_engine::algorithm::Algorithm;
+use linea_engine::grid::InMemoryGrid;
+use linea_engine::runner::LocalRunner;
+use linea_engine::scd::kernel::ScdKernel;
 use linea_engine::scd::{CoarseMode, Scd, ScdConfig};
 use linea_worker::gridload;
 use linea_worker::storage::LocalStorage;
@@ -24,11 +27,11 @@ fn main() {
     });
     let mut config = ScdConfig::new(Loss::Logistic, 1.0, 0.0, epochs + 1, 0.0, 0).unwrap();
     config.coarse = CoarseMode::Off;
-    let mut scd = Scd::new(config, loaded.grid.shapes.clone());
-    let mut exec = LocalExecutor::new(&loaded.grid, Loss::Logistic, threads);
-    let sweep = |scd: &mut Scd, exec: &mut LocalExecutor| {
+    let mut scd = Scd::new(config, loaded.grid.shapes.clone(), loaded.grid.targets.len());
+    let mut exec = LocalRunner::new(scd.kernel().clone(), &loaded.grid, threads);
+    let sweep = |scd: &mut Scd, exec: &mut LocalRunner<ScdKernel, InMemoryGrid>| {
         for block in scd.epoch_order(scd.state.epoch) {
-            scd.iterate(block, exec).unwrap();
+            scd.iterate_block(block, exec).unwrap();
         }
         scd.state.epoch += 1;
     };

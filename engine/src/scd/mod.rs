@@ -206,7 +206,11 @@ impl Scd {
     }
 
     /// The regularized objective at the current parameters.
-    fn objective<R: Runner<ScdKernel>>(&self, exec: &mut Phases<R>) -> Result<f64, R::Error> {
+    pub fn objective<R: Runner<ScdKernel>>(&self, runner: &mut R) -> Result<f64, R::Error> {
+        self.objective_with(&mut Phases(runner))
+    }
+
+    fn objective_with<R: Runner<ScdKernel>>(&self, exec: &mut Phases<R>) -> Result<f64, R::Error> {
         let loss = crate::fixed::from_fixed128(exec.loss_sum()?);
         Ok(loss + self.config.reg.total(self.state.theta.iter().map(Vec::as_slice)))
     }
@@ -224,6 +228,15 @@ impl Scd {
 
     /// One SCD iteration on `block`: statistics, step, line search for impure blocks,
     /// prediction update.
+    /// One block iteration outside the epoch's bookkeeping (the sweep benchmark).
+    pub fn iterate_block<R: Runner<ScdKernel>>(
+        &mut self,
+        block: usize,
+        runner: &mut R,
+    ) -> Result<IterationReport, R::Error> {
+        self.iterate(block, None, &mut Phases(runner))
+    }
+
     fn iterate<R: Runner<ScdKernel>>(
         &mut self,
         block: usize,
@@ -371,7 +384,7 @@ impl Scd {
         // The history directions' row values are differences of fixed-point predictions,
         // exact to 2^-32 per term; a nearly singular subspace can amplify that into a step
         // the line search misjudges. So the step is measured, and undone if it cost.
-        let before = self.objective(exec)?;
+        let before = self.objective_with(exec)?;
         let saved = self.state.theta.clone();
         let mut at = 0;
         let mut changed = Vec::new();
@@ -383,7 +396,7 @@ impl Scd {
                 changed.push(block);
             }
         }
-        if self.objective(exec)? > before {
+        if self.objective_with(exec)? > before {
             for block in changed {
                 exec.update_predictions(block, &self.state.theta[block], &saved[block])?;
             }
@@ -418,7 +431,7 @@ impl Scd {
     /// after the last block, the coarse correction and the epoch's end.
     fn step<R: Runner<ScdKernel>>(&mut self, exec: &mut Phases<R>) -> Result<(IterationReport, ScdStep), R::Error> {
         if self.state.objectives.is_empty() {
-            let initial = self.objective(exec)?;
+            let initial = self.objective_with(exec)?;
             self.state.objectives.push(initial);
         }
         let order = self.epoch_order(self.state.epoch);
@@ -438,7 +451,7 @@ impl Scd {
         self.remember(exec)?;
         self.state.epoch += 1;
         self.state.position = 0;
-        let objective = self.objective(exec)?;
+        let objective = self.objective_with(exec)?;
         self.state.objectives.push(objective);
         Ok((report, ScdStep::Epoch(self.state.clone())))
     }
@@ -518,7 +531,12 @@ impl Algorithm for Scd {
 
     fn progress(&self) -> Progress {
         let objective = if self.state.epoch > 0 { self.state.objectives.last().copied() } else { None };
-        Progress { epoch: self.state.epoch, objective, gap: None, desired_workers: None }
+        Progress {
+            epoch: self.state.epoch,
+            objective,
+            initial_objective: self.state.objectives.first().copied(),
+            ..Progress::default()
+        }
     }
 
     fn stop_reason(&self) -> Option<StopReason> {

@@ -4,9 +4,10 @@
 
 use super::auth::{JobSecret, SECRET_ENV};
 use super::master::{self, MasterOptions};
+use crate::driver::TrainSummary;
 use crate::error::{LineaError, Result};
 use crate::progress::Progress;
-use crate::train::{TrainOptions, TrainSummary};
+use crate::train::TrainOptions;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -11,11 +11,11 @@ pub mod auth;
 pub mod checkpoint;
 pub mod client;
 pub mod embedded;
+pub mod hub;
 pub mod master;
 pub mod scheduler;
 pub mod wire;
 pub mod worker;
-mod worker_state;
 
 pub mod proto {
     tonic::include_proto!("linea.v1");

@@ -1,4 +1,4 @@
-//! The master's bookkeeping, with no I/O: which worker owns which row shard, which items of
+//! The master's bookkeeping, with no I/O: which worker owns which row unit, which items of
 //! the current phase are pending, running or done, and what to send to whom next.
 //!
 //! The network layer feeds it events (a worker joined, completed items, left, vanished)
@@ -6,50 +6,50 @@
 //! failure interleaving without sockets.
 //!
 //! A phase is one data-parallel step of the algorithm (SCD: statistics of a block, line-
-//! search sums, a prediction update, ...). It has one item per row shard. A shard's
+//! search sums, a prediction update, ...). It has one item per row unit. A unit's
 //! predictions live on the worker that owns it, so its items go to that worker; an idle
-//! worker adopts shards nobody owns and steals pending ones from backlogged owners, and
-//! then fetches the shard's state from the previous owner (or recomputes it). Statistics
+//! worker adopts units nobody owns and steals pending ones from backlogged owners, and
+//! then fetches the unit's state from the previous owner (or recomputes it). Statistics
 //! stay on the workers that computed them until aggregator items sum them range by range,
 //! so the master receives each sum once instead of once per worker.
 
 use super::proto::{self, master_message, work_item};
+use linea_engine::algorithm::{PhaseOutput, Reduction};
 use linea_engine::fixed::ExactSums;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc::Sender;
 
-/// Features per aggregation range: gradient and curvature sums of 4096 features are 128 KiB.
-pub const RANGE_FEATURES: usize = 4096;
+/// Sums per aggregation range: 8192 i128 sums are 128 KiB.
+pub const RANGE_LEN: usize = 8192;
 
 /// A connected worker, numbered by the master for this session.
 pub type WorkerKey = u64;
-
-/// What a phase returns to the algorithm.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PhaseOutput {
-    /// The phase changed shard state and returns nothing.
-    Done,
-    /// Exact sums added over all shards.
-    Sums(ExactSums),
-    /// Gradient and curvature sums of a block, aggregated range by range.
-    Statistics(ExactSums, ExactSums),
-}
 
 /// How a phase's results come back.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Collect {
     Nothing,
-    /// Every shard item returns a vector of this length.
+    /// Every unit item returns a vector of this length.
     Sums(usize),
-    /// Shard items leave partial statistics of this many features on their workers.
+    /// Unit items leave partial sums of this length on their workers, summed range by range.
     Aggregated(usize),
+}
+
+impl From<Reduction> for Collect {
+    fn from(reduction: Reduction) -> Collect {
+        match reduction {
+            Reduction::None => Collect::Nothing,
+            Reduction::Sum { len } => Collect::Sums(len),
+            Reduction::RangeSum { len } => Collect::Aggregated(len),
+        }
+    }
 }
 
 pub type PhaseResult = Result<PhaseOutput, String>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Task {
-    Shard(u32),
+    Unit(u32),
     Range(usize),
 }
 
@@ -61,14 +61,16 @@ struct Running {
 struct Phase {
     description: proto::Phase,
     collect: Collect,
-    /// Pending shard items, by owner (`None`: nobody holds the shard's state).
+    /// Pending unit items, by owner (`None`: nobody holds the unit's state).
     pending: BTreeMap<Option<WorkerKey>, BTreeSet<u32>>,
-    /// Shard items done; for aggregated phases, the worker holding each shard's partial.
+    /// Shard items done; for aggregated phases, the worker holding each unit's partial.
     computed: BTreeMap<u32, WorkerKey>,
     sums: ExactSums,
+    /// Each unit's payload for the algorithm.
+    payloads: Vec<Vec<u8>>,
     /// Aggregation stage: pending ranges and the sums of finished ones.
     pending_ranges: BTreeSet<usize>,
-    ranges: BTreeMap<usize, (Vec<i128>, Vec<i128>)>,
+    ranges: BTreeMap<usize, Vec<i128>>,
     aggregating: bool,
     reply: Sender<PhaseResult>,
 }
@@ -101,10 +103,10 @@ pub struct Counters {
 }
 
 pub struct Scheduler {
-    shards: usize,
+    units: usize,
     workers: BTreeMap<WorkerKey, WorkerSlot>,
     owner: Vec<Option<WorkerKey>>,
-    /// The worker a shard's state can be fetched from, until its new owner has it.
+    /// The worker a unit's state can be fetched from, until its new owner has it.
     prior: Vec<Option<WorkerKey>>,
     phase: Option<Phase>,
     running: HashMap<u64, Running>,
@@ -120,12 +122,12 @@ pub struct Scheduler {
 pub type Outbox = Vec<(WorkerKey, proto::MasterMessage)>;
 
 impl Scheduler {
-    pub fn new(shards: usize) -> Self {
+    pub fn new(units: usize) -> Self {
         Self {
-            shards,
+            units,
             workers: BTreeMap::new(),
-            owner: vec![None; shards],
-            prior: vec![None; shards],
+            owner: vec![None; units],
+            prior: vec![None; units],
             phase: None,
             running: HashMap::new(),
             next_item: 1,
@@ -168,8 +170,8 @@ impl Scheduler {
         description.id = self.next_phase;
         self.next_phase += 1;
         let mut pending: BTreeMap<Option<WorkerKey>, BTreeSet<u32>> = BTreeMap::new();
-        for shard in 0..self.shards {
-            pending.entry(self.owner[shard]).or_default().insert(shard as u32);
+        for unit in 0..self.units {
+            pending.entry(self.owner[unit]).or_default().insert(unit as u32);
         }
         let sums = ExactSums::zeros(if let Collect::Sums(n) = collect { n } else { 0 });
         self.phase = Some(Phase {
@@ -178,6 +180,7 @@ impl Scheduler {
             pending,
             computed: BTreeMap::new(),
             sums,
+            payloads: vec![Vec::new(); self.units],
             pending_ranges: BTreeSet::new(),
             ranges: BTreeMap::new(),
             aggregating: false,
@@ -208,7 +211,7 @@ impl Scheduler {
                 continue;
             }
             self.counters.items_completed += 1;
-            self.record(worker, running.task, &result.sums);
+            self.record(worker, running.task, &result.sums, result.payload);
             outbox.extend(self.finish_if_done());
         }
         outbox.extend(self.release_drained());
@@ -217,17 +220,17 @@ impl Scheduler {
     }
 
     /// The worker asked to leave (SIGTERM) or was told to drain: it gets no more work, its
-    /// shards go to others, who fetch their state from it; then it is released.
+    /// units go to others, who fetch their state from it; then it is released.
     pub fn drain(&mut self, worker: WorkerKey) -> Outbox {
         let Some(slot) = self.workers.get_mut(&worker) else { return Outbox::new() };
         if slot.draining {
             return Outbox::new();
         }
         slot.draining = true;
-        let busy: BTreeSet<u32> = self.running_shards(worker);
-        for shard in 0..self.shards {
-            if self.owner[shard] == Some(worker) && !busy.contains(&(shard as u32)) {
-                self.hand_over(shard as u32, worker);
+        let busy: BTreeSet<u32> = self.running_units(worker);
+        for unit in 0..self.units {
+            if self.owner[unit] == Some(worker) && !busy.contains(&(unit as u32)) {
+                self.hand_over(unit as u32, worker);
             }
         }
         let mut outbox = vec![(worker, message(master_message::Body::Drain(proto::DrainNotice {})))];
@@ -237,19 +240,19 @@ impl Scheduler {
     }
 
     /// The worker vanished: its running items and any partial statistics it held are
-    /// redone elsewhere; its shards' state is rebuilt by their next owners.
+    /// redone elsewhere; its units' state is rebuilt by their next owners.
     pub fn lose(&mut self, worker: WorkerKey) -> Outbox {
         let Some(slot) = self.workers.remove(&worker) else { return Outbox::new() };
         if !slot.draining {
             self.counters.workers_lost += 1;
         }
-        for shard in 0..self.shards {
-            if self.owner[shard] == Some(worker) {
-                self.move_pending(shard as u32, None);
-                self.owner[shard] = None;
+        for unit in 0..self.units {
+            if self.owner[unit] == Some(worker) {
+                self.move_pending(unit as u32, None);
+                self.owner[unit] = None;
             }
-            if self.prior[shard] == Some(worker) {
-                self.prior[shard] = None;
+            if self.prior[unit] == Some(worker) {
+                self.prior[unit] = None;
             }
         }
         let tasks: Vec<Task> = self.running.iter().filter(|(_, r)| r.worker == worker).map(|(_, r)| r.task).collect();
@@ -262,9 +265,9 @@ impl Scheduler {
         {
             let lost: Vec<u32> = phase.computed.iter().filter(|&(_, &w)| w == worker).map(|(&s, _)| s).collect();
             if !lost.is_empty() {
-                for shard in &lost {
-                    phase.computed.remove(shard);
-                    phase.pending.entry(None).or_default().insert(*shard);
+                for unit in &lost {
+                    phase.computed.remove(unit);
+                    phase.pending.entry(None).or_default().insert(*unit);
                 }
                 // Ranges already summed may include the lost partials: start aggregation over.
                 phase.aggregating = false;
@@ -308,39 +311,39 @@ impl Scheduler {
         }
     }
 
-    fn running_shards(&self, worker: WorkerKey) -> BTreeSet<u32> {
+    fn running_units(&self, worker: WorkerKey) -> BTreeSet<u32> {
         self.running
             .values()
             .filter_map(|r| match r.task {
-                Task::Shard(s) if r.worker == worker => Some(s),
+                Task::Unit(s) if r.worker == worker => Some(s),
                 _ => None,
             })
             .collect()
     }
 
-    /// Gives up `worker`'s ownership of `shard`; the next owner fetches the state from it.
-    fn hand_over(&mut self, shard: u32, worker: WorkerKey) {
-        self.move_pending(shard, None);
-        self.owner[shard as usize] = None;
-        self.prior[shard as usize] = Some(worker);
+    /// Gives up `worker`'s ownership of `unit`; the next owner fetches the state from it.
+    fn hand_over(&mut self, unit: u32, worker: WorkerKey) {
+        self.move_pending(unit, None);
+        self.owner[unit as usize] = None;
+        self.prior[unit as usize] = Some(worker);
         self.counters.handovers += 1;
     }
 
-    /// Files a pending item of `shard` under its new owner.
-    fn move_pending(&mut self, shard: u32, to: Option<WorkerKey>) {
-        let from = self.owner[shard as usize];
+    /// Files a pending item of `unit` under its new owner.
+    fn move_pending(&mut self, unit: u32, to: Option<WorkerKey>) {
+        let from = self.owner[unit as usize];
         if let Some(phase) = &mut self.phase
-            && phase.pending.get_mut(&from).is_some_and(|s| s.remove(&shard))
+            && phase.pending.get_mut(&from).is_some_and(|s| s.remove(&unit))
         {
-            phase.pending.entry(to).or_default().insert(shard);
+            phase.pending.entry(to).or_default().insert(unit);
         }
     }
 
     fn requeue(&mut self, task: Task) {
         let Some(phase) = &mut self.phase else { return };
         match task {
-            Task::Shard(shard) => {
-                phase.pending.entry(self.owner[shard as usize]).or_default().insert(shard);
+            Task::Unit(unit) => {
+                phase.pending.entry(self.owner[unit as usize]).or_default().insert(unit);
             }
             Task::Range(range) if phase.aggregating => {
                 phase.pending_ranges.insert(range);
@@ -349,26 +352,25 @@ impl Scheduler {
         }
     }
 
-    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8]) {
+    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8], payload: Vec<u8>) {
         let Some(phase) = &mut self.phase else { return };
         match task {
-            Task::Shard(shard) => {
-                self.prior[shard as usize] = None;
+            Task::Unit(unit) => {
+                self.prior[unit as usize] = None;
+                phase.payloads[unit as usize] = payload;
                 match phase.collect {
                     Collect::Nothing => {}
                     Collect::Sums(_) => phase.sums.add(&ExactSums { sums: super::wire::i128s(sums) }),
                     Collect::Aggregated(_) => {
-                        phase.computed.insert(shard, worker);
+                        phase.computed.insert(unit, worker);
                     }
                 }
                 if self.workers.get(&worker).is_some_and(|w| w.draining) {
-                    self.hand_over(shard, worker);
+                    self.hand_over(unit, worker);
                 }
             }
             Task::Range(range) => {
-                let values = super::wire::i128s(sums);
-                let half = values.len() / 2;
-                phase.ranges.insert(range, (values[..half].to_vec(), values[half..].to_vec()));
+                phase.ranges.insert(range, super::wire::i128s(sums));
             }
         }
     }
@@ -377,14 +379,14 @@ impl Scheduler {
     /// result to the algorithm.
     fn finish_if_done(&mut self) -> Outbox {
         let Some(phase) = &mut self.phase else { return Outbox::new() };
-        let busy = self.running.values().any(|r| matches!(r.task, Task::Shard(_)));
+        let busy = self.running.values().any(|r| matches!(r.task, Task::Unit(_)));
         if busy || phase.pending.values().any(|s| !s.is_empty()) {
             return Outbox::new();
         }
-        if let Collect::Aggregated(features) = phase.collect {
+        if let Collect::Aggregated(len) = phase.collect {
             if !phase.aggregating {
                 phase.aggregating = true;
-                phase.pending_ranges = (0..features.div_ceil(RANGE_FEATURES).max(1)).collect();
+                phase.pending_ranges = (0..len.div_ceil(RANGE_LEN).max(1)).collect();
                 return Outbox::new();
             }
             if !phase.pending_ranges.is_empty() || self.running.values().any(|r| matches!(r.task, Task::Range(_))) {
@@ -392,18 +394,11 @@ impl Scheduler {
             }
         }
         let phase = self.phase.take().expect("checked above");
-        let output = match phase.collect {
-            Collect::Nothing => PhaseOutput::Done,
-            Collect::Sums(_) => PhaseOutput::Sums(phase.sums),
-            Collect::Aggregated(_) => {
-                let (mut g, mut h) = (Vec::new(), Vec::new());
-                for (_, (rg, rh)) in phase.ranges {
-                    g.extend(rg);
-                    h.extend(rh);
-                }
-                PhaseOutput::Statistics(ExactSums { sums: g }, ExactSums { sums: h })
-            }
+        let sums = match phase.collect {
+            Collect::Aggregated(_) => ExactSums { sums: phase.ranges.into_values().flatten().collect() },
+            _ => phase.sums,
         };
+        let output = PhaseOutput { sums, payloads: phase.payloads };
         let _ = phase.reply.send(Ok(output));
         Outbox::new()
     }
@@ -433,10 +428,10 @@ impl Scheduler {
             .collect()
     }
 
-    /// Fills every worker's free capacity with items of its own shards; a worker with an
-    /// idle thread also adopts a shard nobody owns, and a worker with nothing at all to do
-    /// steals a pending shard from the owner with the largest backlog it cannot start yet.
-    /// Adopting and stealing one shard at a time spreads shards over all workers instead
+    /// Fills every worker's free capacity with items of its own units; a worker with an
+    /// idle thread also adopts a unit nobody owns, and a worker with nothing at all to do
+    /// steals a pending unit from the owner with the largest backlog it cannot start yet.
+    /// Adopting and stealing one unit at a time spreads units over all workers instead
     /// of filling the first workers' queues, and moves state only when a thread is idle.
     fn assign(&mut self) -> Outbox {
         let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
@@ -452,30 +447,30 @@ impl Scheduler {
                 let item = self.next_item;
                 self.next_item += 1;
                 let kind = match task {
-                    Task::Shard(shard) => work_item::Kind::Shard(proto::ShardItem {
-                        shard,
+                    Task::Unit(unit) => work_item::Kind::Unit(proto::UnitItem {
+                        unit,
                         prior_owner: prior
                             .and_then(|p| self.workers.get(&p))
                             .map(|w| w.address.clone())
                             .unwrap_or_default(),
                     }),
                     Task::Range(range) => {
-                        let features = match phase.collect {
-                            Collect::Aggregated(f) => f,
+                        let len = match phase.collect {
+                            Collect::Aggregated(len) => len,
                             _ => 0,
                         };
                         let mut sources: BTreeMap<WorkerKey, Vec<u32>> = BTreeMap::new();
-                        for (&shard, &holder) in &phase.computed {
-                            sources.entry(holder).or_default().push(shard);
+                        for (&unit, &holder) in &phase.computed {
+                            sources.entry(holder).or_default().push(unit);
                         }
                         work_item::Kind::Aggregate(proto::AggregateItem {
-                            begin: (range * RANGE_FEATURES) as u32,
-                            end: ((range + 1) * RANGE_FEATURES).min(features) as u32,
+                            begin: (range * RANGE_LEN) as u32,
+                            end: ((range + 1) * RANGE_LEN).min(len) as u32,
                             sources: sources
                                 .into_iter()
-                                .map(|(k, shards)| proto::Source {
+                                .map(|(k, units)| proto::Source {
                                     address: self.workers.get(&k).map(|w| w.address.clone()).unwrap_or_default(),
-                                    shards,
+                                    units,
                                 })
                                 .collect(),
                         })
@@ -495,7 +490,7 @@ impl Scheduler {
         assignments.into_iter().map(|(k, a)| (k, message(master_message::Body::Assignment(a)))).collect()
     }
 
-    /// The next task for `worker`, and the worker to fetch the shard's state from.
+    /// The next task for `worker`, and the worker to fetch the unit's state from.
     fn next_task(&mut self, worker: WorkerKey) -> Option<(Task, Option<WorkerKey>)> {
         let phase = self.phase.as_mut()?;
         let idle = |w: &WorkerSlot| w.threads.saturating_sub(w.running);
@@ -505,19 +500,19 @@ impl Scheduler {
             return free.then(|| phase.pending_ranges.pop_first()).flatten().map(|r| (Task::Range(r), None));
         }
         if let Some(own) = phase.pending.get_mut(&Some(worker)) {
-            let shard = own.pop_first();
+            let unit = own.pop_first();
             if own.is_empty() {
                 // Empty sets are dropped, so a steal looks only at owners with work left.
                 phase.pending.remove(&Some(worker));
             }
-            if let Some(shard) = shard {
-                return Some((Task::Shard(shard), None));
+            if let Some(unit) = unit {
+                return Some((Task::Unit(unit), None));
             }
         }
         let slot = &self.workers[&worker];
         let orphan = if idle(slot) > 0 { phase.pending.get_mut(&None).and_then(BTreeSet::pop_first) } else { None };
-        let shard = if let Some(shard) = orphan {
-            shard
+        let unit = if let Some(unit) = orphan {
+            unit
         } else if slot.running == 0 {
             let workers = &self.workers;
             let victim = phase
@@ -531,18 +526,18 @@ impl Scheduler {
                 .1;
             self.counters.steals += 1;
             let backlog = phase.pending.get_mut(&Some(victim))?;
-            let shard = backlog.pop_last()?;
+            let unit = backlog.pop_last()?;
             if backlog.is_empty() {
                 phase.pending.remove(&Some(victim));
             }
-            self.prior[shard as usize] = Some(victim);
-            shard
+            self.prior[unit as usize] = Some(victim);
+            unit
         } else {
             return None;
         };
-        let prior = self.prior[shard as usize];
-        self.owner[shard as usize] = Some(worker);
-        Some((Task::Shard(shard), prior))
+        let prior = self.prior[unit as usize];
+        self.owner[unit as usize] = Some(worker);
+        Some((Task::Unit(unit), prior))
     }
 }
 
@@ -556,10 +551,10 @@ mod tests {
     use std::sync::mpsc::{Receiver, channel};
 
     fn loss_phase() -> proto::Phase {
-        proto::Phase { id: 0, version: 0, kind: Some(proto::phase::Kind::Loss(proto::LossSum {})) }
+        proto::Phase { id: 0, version: 0, body: Vec::new(), reduction: 0, len: 1, mutates: false }
     }
 
-    /// Items sent, by worker: (item id, shard or range start).
+    /// Items sent, by worker: (item id, unit or range start).
     fn items(outbox: &Outbox) -> Vec<(WorkerKey, u64, work_item::Kind)> {
         outbox
             .iter()
@@ -575,18 +570,18 @@ mod tests {
         proto::ItemResult { item, sums: super::super::wire::from_i128s(&[value]), ..Default::default() }
     }
 
-    fn shard_of(kind: &work_item::Kind) -> u32 {
+    fn unit_of(kind: &work_item::Kind) -> u32 {
         match kind {
-            work_item::Kind::Shard(s) => s.shard,
-            other => panic!("not a shard item: {other:?}"),
+            work_item::Kind::Unit(s) => s.unit,
+            other => panic!("not a unit item: {other:?}"),
         }
     }
 
-    /// Completes every item in `pending` (and whatever they lead to) with value shard + 1.
+    /// Completes every item in `pending` (and whatever they lead to) with value unit + 1.
     fn run_all(s: &mut Scheduler, mut pending: Vec<(WorkerKey, u64, work_item::Kind)>) {
         while let Some((worker, id, kind)) = pending.pop() {
             let value = match &kind {
-                work_item::Kind::Shard(item) => item.shard as i128 + 1,
+                work_item::Kind::Unit(item) => item.unit as i128 + 1,
                 work_item::Kind::Aggregate(_) => 0,
             };
             pending.extend(items(&s.complete(worker, vec![done(id, value)])));
@@ -600,20 +595,22 @@ mod tests {
     }
 
     #[test]
-    fn every_shard_is_computed_once_and_sums_are_exact_whoever_ran_what() {
+    fn every_unit_is_computed_once_and_sums_are_exact_whoever_ran_what() {
         let mut s = Scheduler::new(10);
         let (a, _) = s.join("a".into(), "http://a".into(), 1);
         let (b, _) = s.join("b".into(), "http://b".into(), 2);
         let (result, sent) = start(&mut s, Collect::Sums(1));
-        assert_eq!(sent.len(), 3, "each worker adopts one shard per thread, more as threads free up");
+        assert_eq!(sent.len(), 3, "each worker adopts one unit per thread, more as threads free up");
         assert!(sent.iter().filter(|i| i.0 == a).count() == 1 && sent.iter().filter(|i| i.0 == b).count() == 2);
         run_all(&mut s, sent);
         let expected: i128 = (1..=10).sum();
-        assert_eq!(result.try_recv().unwrap(), Ok(PhaseOutput::Sums(ExactSums { sums: vec![expected] })));
-        // Next phase: shards go back to the workers that own them.
+        let output = result.try_recv().unwrap().unwrap();
+        assert_eq!(output.sums, ExactSums { sums: vec![expected] });
+        assert_eq!(output.payloads.len(), 10, "one payload slot per unit");
+        // Next phase: units go back to the workers that own them.
         let owned: Vec<Option<WorkerKey>> = s.owner.clone();
         let (_, sent) = start(&mut s, Collect::Sums(1));
-        assert!(sent.iter().all(|(w, _, k)| owned[shard_of(k) as usize] == Some(*w)));
+        assert!(sent.iter().all(|(w, _, k)| owned[unit_of(k) as usize] == Some(*w)));
     }
 
     #[test]
@@ -630,11 +627,11 @@ mod tests {
         // Results of the lost worker arriving late are ignored.
         assert!(items(&s.complete(a, vec![done(on_a[0].1, 1000)])).is_empty());
         let first = pending.pop().unwrap();
-        let next = items(&s.complete(b, vec![done(first.1, shard_of(&first.2) as i128 + 1)]));
+        let next = items(&s.complete(b, vec![done(first.1, unit_of(&first.2) as i128 + 1)]));
         assert!(next.iter().all(|i| i.0 == b));
         pending.extend(next);
         run_all(&mut s, pending);
-        assert_eq!(result.try_recv().unwrap(), Ok(PhaseOutput::Sums(ExactSums { sums: vec![21] })));
+        assert_eq!(result.try_recv().unwrap().unwrap().sums, ExactSums { sums: vec![21] });
         assert!(s.owner.iter().all(|&o| o == Some(b)));
     }
 
@@ -643,20 +640,20 @@ mod tests {
         let mut s = Scheduler::new(4);
         let (a, _) = s.join("a".into(), "http://a".into(), 2);
         let (b, _) = s.join("b".into(), "http://b".into(), 2);
-        let features = RANGE_FEATURES * 2 + 5;
-        let (result, sent) = start(&mut s, Collect::Aggregated(features));
+        let len = RANGE_LEN * 2 + 5;
+        let (result, sent) = start(&mut s, Collect::Aggregated(len));
         let mut ranges = Vec::new();
         for (w, id, _) in sent {
             ranges.extend(items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }])));
         }
-        assert_eq!(ranges.len(), 3, "ceil(features / RANGE_FEATURES) ranges");
+        assert_eq!(ranges.len(), 3, "ceil(len / RANGE_LEN) ranges");
         let work_item::Kind::Aggregate(first) = &ranges[0].2 else { panic!("a range") };
-        let sources: Vec<usize> = first.sources.iter().map(|s| s.shards.len()).collect();
-        assert_eq!(sources, [2, 2], "each holder lists the shards it computed");
-        // b vanishes before the aggregation is done: its shards are recomputed by a, and
+        let sources: Vec<usize> = first.sources.iter().map(|s| s.units.len()).collect();
+        assert_eq!(sources, [2, 2], "each holder lists the units it computed");
+        // b vanishes before the aggregation is done: its units are recomputed by a, and
         // every range is summed again from the new holders.
         let redo = items(&s.lose(b));
-        assert!(redo.iter().all(|(w, _, k)| *w == a && matches!(k, work_item::Kind::Shard(_))));
+        assert!(redo.iter().all(|(w, _, k)| *w == a && matches!(k, work_item::Kind::Unit(_))));
         assert!(result.try_recv().is_err(), "no result from a half-lost phase");
         let mut next = Vec::new();
         for (w, id, _) in redo.into_iter().chain(ranges.into_iter().filter(|r| r.0 == a)) {
@@ -665,20 +662,21 @@ mod tests {
         let ranges: Vec<_> = next.into_iter().filter(|i| matches!(i.2, work_item::Kind::Aggregate(_))).collect();
         let work_item::Kind::Aggregate(range) = &ranges[0].2 else { panic!("a range") };
         assert_eq!(range.sources.len(), 1, "a holds everything now");
-        assert_eq!(range.sources[0].shards.len(), 4);
+        assert_eq!(range.sources[0].units.len(), 4);
         let mut pending = ranges;
         while let Some((w, id, kind)) = pending.pop() {
             let work_item::Kind::Aggregate(r) = kind else { continue };
             let n = (r.end - r.begin) as usize;
-            let sums = super::super::wire::from_i128s(&vec![1; 2 * n]);
+            let sums = super::super::wire::from_i128s(&vec![r.begin as i128; n]);
             pending.extend(items(&s.complete(w, vec![proto::ItemResult { item: id, sums, ..Default::default() }])));
         }
-        let Ok(PhaseOutput::Statistics(g, h)) = result.try_recv().unwrap() else { panic!("statistics") };
-        assert_eq!((g.sums.len(), h.sums.len()), (features, features));
+        let sums = result.try_recv().unwrap().unwrap().sums.sums;
+        assert_eq!(sums.len(), len);
+        assert!(sums.iter().enumerate().all(|(i, &v)| v == ((i / RANGE_LEN) * RANGE_LEN) as i128), "ranges in order");
     }
 
     #[test]
-    fn a_draining_worker_hands_its_shards_over_and_is_released_after() {
+    fn a_draining_worker_hands_its_units_over_and_is_released_after() {
         let mut s = Scheduler::new(4);
         let (a, _) = s.join("a".into(), "http://a".into(), 4);
         let (_, sent) = start(&mut s, Collect::Nothing);
@@ -690,8 +688,8 @@ mod tests {
         let (_, sent) = start(&mut s, Collect::Nothing);
         assert_eq!(sent.len(), 4);
         for (w, _, kind) in &sent {
-            let work_item::Kind::Shard(item) = kind else { panic!("shard") };
-            assert_eq!((*w, item.prior_owner.as_str()), (b, "http://a"), "b fetches each shard's state from a");
+            let work_item::Kind::Unit(item) = kind else { panic!("unit") };
+            assert_eq!((*w, item.prior_owner.as_str()), (b, "http://a"), "b fetches each unit's state from a");
         }
         let (last, rest) = sent.split_last().unwrap();
         run_all(&mut s, rest.to_vec());
@@ -709,13 +707,13 @@ mod tests {
         assert!(s.owner.iter().all(|&o| o == Some(a)));
         let (b, _) = s.join("b".into(), "http://b".into(), 2);
         let (_, sent) = start(&mut s, Collect::Nothing);
-        assert_eq!(sent.iter().filter(|i| i.0 == a).count(), 4, "a fills its queue with its own shards");
+        assert_eq!(sent.iter().filter(|i| i.0 == a).count(), 4, "a fills its queue with its own units");
         let stolen: Vec<_> = sent.iter().filter(|i| i.0 == b).collect();
-        assert_eq!(stolen.len(), 1, "idle b takes one shard a cannot start yet");
-        assert!(matches!(&stolen[0].2, work_item::Kind::Shard(i) if i.prior_owner == "http://a"));
+        assert_eq!(stolen.len(), 1, "idle b takes one unit a cannot start yet");
+        assert!(matches!(&stolen[0].2, work_item::Kind::Unit(i) if i.prior_owner == "http://a"));
         run_all(&mut s, sent);
         assert!(s.counters.steals >= 2, "b keeps stealing while a has a backlog");
         let on_b = s.owner.iter().filter(|&&o| o == Some(b)).count();
-        assert!((2..=4).contains(&on_b), "shards spread over both workers: {on_b} of 8 on b");
+        assert!((2..=4).contains(&on_b), "units spread over both workers: {on_b} of 8 on b");
     }
 }

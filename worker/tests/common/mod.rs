@@ -44,7 +44,9 @@ pub fn config(loaded: &LoadedGrid, loss: Loss, l2: f64, tolerance: f64) -> ScdCo
 
 /// Trains to convergence on 2 threads.
 pub fn train(loaded: &LoadedGrid, config: ScdConfig) -> Scd {
-    linea_worker::train::run(loaded, config, 2, &Progress::silent(), |_, _| {}).unwrap().0
+    let mut scd = Scd::new(config, loaded.grid.shapes.clone(), loaded.grid.targets.len());
+    linea_worker::train::run(&mut scd, loaded, 2, &Progress::silent()).unwrap();
+    scd
 }
 
 /// Rows as (global feature, value) lists, features numbered block after block.

@@ -1,6 +1,5 @@
-//! What a worker keeps between items: the grid it reads (cells in an LRU cache, targets),
-//! the state of the row shards it owns (predictions and snapshots, with the version of the
-//! model they match) and the partial statistics waiting for their aggregator.
+//! The grid a worker reads: the manifest, targets per shard, and cells in an LRU cache
+//! bounded by bytes.
 
 use crate::error::Result;
 use crate::gridload;
@@ -140,47 +139,4 @@ impl CellCache {
             }
         }
     }
-}
-
-/// A row shard's predictions and snapshots, valid for model `version`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShardState {
-    pub version: u64,
-    pub predictions: Vec<i64>,
-    pub snapshots: Vec<Vec<i64>>,
-}
-
-/// Partial statistics of one phase: sums over the listed shards.
-pub struct Partial {
-    pub shards: Vec<u32>,
-    pub gradient: Vec<i128>,
-    pub curvature: Vec<i128>,
-}
-
-/// The parameters of one model version, as the master sent them (for rebuilding shards).
-pub struct ModelAt {
-    pub version: u64,
-    pub theta: Vec<Vec<f64>>,
-    pub snapshots: Vec<Vec<Vec<f64>>>,
-}
-
-/// Rebuilds a shard's state from the model, reading its cells through `cell`: the same
-/// integers the incremental updates produce (engine::fixed).
-pub fn rebuild(
-    rows: usize,
-    blocks: usize,
-    model: &ModelAt,
-    cell: impl Fn(usize) -> Result<Arc<Cell>>,
-) -> Result<ShardState> {
-    let mut predictions = vec![0i64; rows];
-    let mut snapshots = vec![vec![0i64; rows]; model.snapshots.len()];
-    for block in 0..blocks {
-        let cell = cell(block)?;
-        let zeros = vec![0.0; model.theta[block].len()];
-        linea_engine::scd::kernels::cell_update_predictions(&cell, &zeros, &model.theta[block], &mut predictions);
-        for (snapshot, theta) in snapshots.iter_mut().zip(&model.snapshots) {
-            linea_engine::scd::kernels::cell_update_predictions(&cell, &zeros, &theta[block], snapshot);
-        }
-    }
-    Ok(ShardState { version: model.version, predictions, snapshots })
 }

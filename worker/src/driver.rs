@@ -1,0 +1,207 @@
+//! The one driver below `linea train` and `linea master`: runs any [`Algorithm`] on any
+//! [`Runner`] until it stops, and owns what every algorithm needs around its steps — the
+//! progress bar, the trace, checkpoints and status (through hooks), the plot and the model
+//! file. Neither the CLI nor the runtime knows an algorithm's math; they pick one here.
+
+use crate::error::{LineaError, Result};
+use crate::gridload::Layout;
+use crate::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
+use crate::plot;
+use crate::progress::Progress;
+use crate::storage;
+use crate::train::TrainOptions;
+use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner, StopReason};
+use linea_engine::scd::{Scd, ScdConfig};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// One point of the convergence trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochPoint {
+    pub epoch: u32,
+    pub seconds: f64,
+    pub objective: f64,
+    /// The duality gap, for algorithms that have one.
+    #[serde(default)]
+    pub gap: Option<Gap>,
+}
+
+pub struct TrainSummary {
+    pub algorithm: &'static str,
+    pub objective: f64,
+    pub gap: Option<Gap>,
+    pub epochs: u32,
+    pub stop: Option<StopReason>,
+    pub seconds: f64,
+    pub nnz: u64,
+    pub trace: Vec<EpochPoint>,
+    pub model_bytes: Vec<u8>,
+}
+
+impl TrainSummary {
+    /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
+    /// statistics and once for the prediction update.
+    pub fn nnz_per_second_per_thread(&self, threads: usize) -> f64 {
+        self.nnz as f64 * self.epochs as f64 / self.seconds.max(1e-9) / threads.max(1) as f64
+    }
+}
+
+/// Something to do with an algorithm, whichever it is (Rust has no generic closures).
+pub trait WithAlgorithm {
+    type Output;
+    fn run<A: Algorithm>(self, algorithm: A) -> Result<Self::Output>;
+}
+
+/// Builds the algorithm `options` ask for, fitted to the grid, and hands it to `then`.
+/// The one place that lists the algorithms.
+pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout, then: W) -> Result<W::Output> {
+    let shards = layout.manifest.shards.len();
+    match options.algorithm {
+        AlgorithmName::Scd => {
+            let config =
+                ScdConfig::new(options.loss, options.l2, options.l1, options.epochs, options.tolerance, options.seed)?
+                    .fitted_to(layout.shapes.len(), layout.manifest.rows);
+            then.run(Scd::new(config, layout.shapes.clone(), shards))
+        }
+    }
+}
+
+/// The algorithms `linea train --algorithm` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlgorithmName {
+    Scd,
+}
+
+pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &Progress) {
+    let m = &layout.manifest;
+    progress.always(&format!(
+        "loaded {data}: {} rows, {} blocks ({} impure), {} row shards, {} non-zeros in {:.2}s",
+        m.rows,
+        m.blocks.len(),
+        m.blocks.iter().filter(|b| !b.pure).count(),
+        m.shards.len(),
+        m.nnz,
+        started.elapsed().as_secs_f64()
+    ));
+}
+
+/// Runs iterations until the algorithm stops, appending to `trace` (which a resumed run
+/// brings from its checkpoint). `after` follows every iteration, with the trace updated
+/// when the iteration ended an epoch (checkpoints, status). Returns the total seconds.
+pub fn drive<A: Algorithm, R: Runner<A::Kernel>>(
+    algorithm: &mut A,
+    runner: &mut R,
+    (rows, nnz): (f64, f64),
+    progress: &Progress,
+    trace: &mut Vec<EpochPoint>,
+    mut after: impl FnMut(&A, &Iteration<A::Step>, &[EpochPoint]) -> Result<()>,
+) -> Result<f64>
+where
+    LineaError: From<R::Error>,
+{
+    let bar = progress.steps(algorithm.max_epochs() as u64, "training");
+    let earlier = trace.last().map_or(0.0, |p| p.seconds);
+    let started = Instant::now();
+    let mut epoch_started = Instant::now();
+    while algorithm.stop_reason().is_none() {
+        let iteration = algorithm.next_iter(runner)?;
+        if !iteration.epoch_done {
+            after(algorithm, &iteration, trace)?;
+            continue;
+        }
+        let report = algorithm.progress();
+        let objective = report.objective.unwrap_or(f64::NAN);
+        let seconds = earlier + started.elapsed().as_secs_f64();
+        if trace.is_empty() {
+            let objective = report.initial_objective.unwrap_or(f64::NAN);
+            trace.push(EpochPoint { epoch: 0, seconds: 0.0, objective, gap: report.initial_gap });
+        }
+        trace.push(EpochPoint { epoch: report.epoch, seconds, objective, gap: report.gap });
+        after(algorithm, &iteration, trace)?;
+        let epoch_seconds = epoch_started.elapsed().as_secs_f64().max(1e-9);
+        epoch_started = Instant::now();
+        let gap = report.gap.map_or(String::new(), |g| format!("  gap {:.2e}", g.relative));
+        bar.step(
+            report.epoch as u64,
+            format!(
+                "epoch {:>3}  objective {objective:.10e}{gap}  {:.2}M examples/s  {:.1}M nnz/s",
+                report.epoch,
+                rows / epoch_seconds / 1e6,
+                nnz / epoch_seconds / 1e6
+            ),
+        );
+    }
+    bar.finish();
+    Ok(earlier + started.elapsed().as_secs_f64())
+}
+
+/// Writes the model (and the trace and plot if asked) of a finished run.
+pub fn finish<A: Algorithm>(
+    options: &TrainOptions,
+    layout: &Layout,
+    algorithm: &A,
+    trace: Vec<EpochPoint>,
+    seconds: f64,
+) -> Result<TrainSummary> {
+    let report = algorithm.progress();
+    let objective = report.objective.or(trace.last().map(|p| p.objective)).unwrap_or(f64::NAN);
+    let header = ModelHeader {
+        format: MODEL_FORMAT.to_string(),
+        algorithm: algorithm.name().to_string(),
+        loss: options.loss,
+        l2: options.l2,
+        l1: options.l1,
+        spec: layout.manifest.spec.clone(),
+        training: TrainingRecord {
+            rows: layout.manifest.rows,
+            nnz: layout.manifest.nnz,
+            epochs: report.epoch,
+            objective,
+            tolerance: options.tolerance,
+            seed: options.seed,
+        },
+    };
+    let model_bytes = render_model(&header, layout, &algorithm.weights());
+    storage::write_file(&options.model, &model_bytes)?;
+    if let Some(path) = &options.trace {
+        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap\n");
+        for p in &trace {
+            let (gap, relative) =
+                p.gap.map_or((String::new(), String::new()), |g| (g.absolute.to_string(), g.relative.to_string()));
+            csv.push_str(&format!("{},{:.6},{},{gap},{relative}\n", p.epoch, p.seconds, p.objective));
+        }
+        storage::write_file(path, csv.as_bytes())?;
+    }
+    if let Some(path) = &options.plot {
+        let title = format!(
+            "linea {}, {} loss, l2={}, l1={}",
+            algorithm.name().to_uppercase(),
+            options.loss.name(),
+            options.l2,
+            options.l1
+        );
+        storage::write_file(path, plot::convergence_svg(&trace, &title).as_bytes())?;
+    }
+    Ok(TrainSummary {
+        algorithm: algorithm.name(),
+        objective,
+        gap: report.gap,
+        epochs: report.epoch,
+        stop: algorithm.stop_reason(),
+        seconds,
+        nnz: layout.manifest.nnz,
+        trace,
+        model_bytes,
+    })
+}
+
+/// Model lines in grid order: blocks as the manifest lists them, features by dictionary.
+fn render_model(header: &ModelHeader, layout: &Layout, theta: &[Vec<f64>]) -> Vec<u8> {
+    let entries = layout.manifest.blocks.iter().zip(&layout.dictionaries).zip(theta).flat_map(
+        |((block, dictionary), weights)| {
+            dictionary.iter().zip(weights).map(move |(entry, &w)| (block.variable.as_str(), entry.key.as_str(), w))
+        },
+    );
+    Model::render(header, entries)
+}

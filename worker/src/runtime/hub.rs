@@ -1,0 +1,182 @@
+//! Where the master's algorithm thread and its gRPC tasks meet: the pure [`Scheduler`]
+//! decides, the hub sends what it returns; and the `Master` service workers and status
+//! callers talk to.
+
+use super::proto::{self, master_message, worker_message};
+use super::scheduler::{Outbox, Scheduler, WorkerKey};
+use linea_engine::algorithm::Gap;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+#[derive(Clone)]
+pub struct RunStatus {
+    pub phase: &'static str,
+    pub epoch: u32,
+    pub iteration: u64,
+    pub objective: f64,
+    pub gap: Option<Gap>,
+    pub desired_workers: Option<u32>,
+    pub examples_per_second: f64,
+    pub error: String,
+}
+
+pub type Outboxes = HashMap<WorkerKey, UnboundedSender<Result<proto::MasterMessage, Status>>>;
+
+/// Where the algorithm thread and the gRPC tasks meet.
+pub struct Hub {
+    pub state: Mutex<(Scheduler, Outboxes)>,
+    /// What rebuilding a unit needs, always matching the units' current version.
+    pub bases: Arc<dyn UnitBases>,
+    pub status: Mutex<RunStatus>,
+    pub job: proto::JobInfo,
+    pub max_epochs: u32,
+    pub model: String,
+}
+
+/// A unit's base for a worker that rebuilds it: the version and the encoded base.
+pub trait UnitBases: Send + Sync {
+    fn base(&self, unit: usize) -> Option<(u64, Vec<u8>)>;
+}
+
+impl Hub {
+    /// Runs one scheduler step and sends the messages it returns. A released worker's
+    /// outbox is dropped, which ends its stream.
+    pub fn dispatch(&self, step: impl FnOnce(&mut Scheduler) -> Outbox) {
+        let mut guard = self.state.lock().expect("hub lock");
+        let (scheduler, outboxes) = &mut *guard;
+        send(outboxes, step(scheduler));
+    }
+
+    pub fn set_status(&self, update: impl FnOnce(&mut RunStatus)) {
+        update(&mut self.status.lock().expect("status lock"));
+    }
+}
+
+fn send(outboxes: &mut Outboxes, messages: Outbox) {
+    for (key, message) in messages {
+        let release = matches!(message.body, Some(master_message::Body::Release(_)));
+        if let Some(outbox) = outboxes.get(&key) {
+            let _ = outbox.send(Ok(message));
+        }
+        if release {
+            outboxes.remove(&key);
+        }
+    }
+}
+
+pub struct Service {
+    pub hub: Arc<Hub>,
+}
+
+#[tonic::async_trait]
+impl proto::master_server::Master for Service {
+    type WorkStream = UnboundedReceiverStream<Result<proto::MasterMessage, Status>>;
+
+    async fn work(
+        &self,
+        request: Request<Streaming<proto::WorkerMessage>>,
+    ) -> Result<Response<Self::WorkStream>, Status> {
+        let mut inbound = request.into_inner();
+        let Some(proto::WorkerMessage { body: Some(worker_message::Body::Join(join)) }) = inbound.message().await?
+        else {
+            return Err(Status::invalid_argument("a session starts with Join"));
+        };
+        let (outbox, messages) = unbounded_channel();
+        let job = proto::MasterMessage { body: Some(master_message::Body::Job(self.hub.job.clone())) };
+        outbox.send(Ok(job)).expect("receiver is here");
+        let hub = self.hub.clone();
+        let key = {
+            let mut guard = hub.state.lock().expect("hub lock");
+            let (scheduler, outboxes) = &mut *guard;
+            let (key, messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
+            outboxes.insert(key, outbox);
+            send(outboxes, messages);
+            key
+        };
+        tracing::info!(worker = %join.worker_id, address = %join.address, threads = join.threads, "worker joined");
+        tokio::spawn(async move {
+            loop {
+                match inbound.message().await {
+                    Ok(Some(proto::WorkerMessage { body: Some(body) })) => match body {
+                        worker_message::Body::Completed(done) => hub.dispatch(|s| s.complete(key, done.results)),
+                        worker_message::Body::Leave(_) => {
+                            tracing::info!(worker = %join.worker_id, "worker draining");
+                            hub.dispatch(|s| s.drain(key))
+                        }
+                        worker_message::Body::Join(_) => {}
+                    },
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            hub.state.lock().expect("hub lock").1.remove(&key);
+            hub.dispatch(|s| s.lose(key));
+            tracing::info!(worker = %join.worker_id, "worker session ended");
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(messages)))
+    }
+
+    async fn get_unit_base(
+        &self,
+        request: Request<proto::GetUnitBaseRequest>,
+    ) -> Result<Response<proto::UnitBase>, Status> {
+        let unit = request.into_inner().unit as usize;
+        let (version, base) =
+            self.hub.bases.base(unit).ok_or_else(|| Status::not_found(format!("no unit {unit} in this job")))?;
+        Ok(Response::new(proto::UnitBase { version, base }))
+    }
+
+    async fn status(&self, _: Request<proto::StatusRequest>) -> Result<Response<proto::StatusReply>, Status> {
+        Ok(Response::new(status_reply(&self.hub)))
+    }
+
+    async fn drain(&self, request: Request<proto::DrainRequest>) -> Result<Response<proto::DrainReply>, Status> {
+        let name = request.into_inner().worker;
+        let mut found = false;
+        self.hub.dispatch(|s| match s.find_worker(&name) {
+            Some(key) => {
+                found = true;
+                s.drain(key)
+            }
+            None => Outbox::new(),
+        });
+        Ok(Response::new(proto::DrainReply { found }))
+    }
+}
+
+pub fn status_reply(hub: &Hub) -> proto::StatusReply {
+    let run = hub.status.lock().expect("status lock").clone();
+    let guard = hub.state.lock().expect("hub lock");
+    let scheduler = &guard.0;
+    let workers: Vec<proto::WorkerStatus> = scheduler
+        .workers()
+        .map(|(_, w, shards)| proto::WorkerStatus {
+            worker_id: w.id.clone(),
+            address: w.address.clone(),
+            draining: w.draining,
+            shards: shards as u32,
+        })
+        .collect();
+    proto::StatusReply {
+        phase: run.phase.to_string(),
+        epoch: run.epoch,
+        iteration: run.iteration,
+        objective: run.objective,
+        examples_per_second: run.examples_per_second,
+        workers_active: workers.iter().filter(|w| !w.draining).count() as u32,
+        workers_draining: workers.iter().filter(|w| w.draining).count() as u32,
+        workers_lost: scheduler.counters.workers_lost,
+        items_completed: scheduler.counters.items_completed,
+        model: hub.model.clone(),
+        error: run.error,
+        workers,
+        max_epochs: hub.max_epochs,
+        algorithm: hub.job.algorithm.clone(),
+        gap_absolute: run.gap.map(|g| g.absolute),
+        gap_relative: run.gap.map(|g| g.relative),
+        desired_workers: run.desired_workers,
+    }
+}

@@ -1,0 +1,64 @@
+//! Range aggregation on the aggregator's side: one range of a RangeSum phase, summed over
+//! the partial sums every holder kept, checked to cover exactly the units the master expects.
+
+use super::{ItemError, WorkerCore};
+use crate::runtime::{proto, wire};
+use std::sync::atomic::Ordering;
+
+/// A worker's partial sums of one RangeSum phase: over the listed units.
+pub struct Partial {
+    pub units: Vec<u32>,
+    pub sums: Vec<i128>,
+}
+
+impl WorkerCore {
+    /// Sums range `[begin, end)` of a RangeSum phase over every source's partial.
+    pub(super) fn aggregate(&self, phase_id: u64, item: &proto::AggregateItem) -> Result<Vec<u8>, ItemError> {
+        let (begin, end) = (item.begin as usize, item.end as usize);
+        let mut total = vec![0i128; end - begin];
+        let session = self.session.lock().expect("session lock").clone();
+        for source in &item.sources {
+            let partial = if source.address == self.address {
+                self.local_partial(phase_id, begin, end)
+            } else {
+                let request = proto::FetchPartialRequest {
+                    session: session.clone(),
+                    phase: phase_id,
+                    begin: begin as u32,
+                    end: end as u32,
+                };
+                let mut client = self.peer(&source.address)?;
+                match self.runtime.block_on(client.fetch_partial(request)) {
+                    Ok(reply) => {
+                        let reply = reply.into_inner();
+                        self.traffic.partial_bytes_fetched.fetch_add(reply.sums.len() as u64, Ordering::Relaxed);
+                        Some(Partial { units: reply.units, sums: wire::i128s(&reply.sums) })
+                    }
+                    Err(status) => {
+                        tracing::warn!(peer = %source.address, %status, "partial sums unavailable");
+                        None
+                    }
+                }
+            };
+            let mut expected = source.units.clone();
+            expected.sort_unstable();
+            let Some(mut partial) = partial.filter(|p| p.sums.len() == end - begin) else {
+                return Err(ItemError::LostPeer(source.address.clone()));
+            };
+            partial.units.sort_unstable();
+            if partial.units != expected {
+                return Err(ItemError::LostPeer(source.address.clone()));
+            }
+            for (a, b) in total.iter_mut().zip(&partial.sums) {
+                *a = a.wrapping_add(*b);
+            }
+        }
+        Ok(wire::from_i128s(&total))
+    }
+
+    pub(super) fn local_partial(&self, phase: u64, begin: usize, end: usize) -> Option<Partial> {
+        let partials = self.partials.lock().expect("partials lock");
+        let p = partials.get(&phase)?;
+        (end <= p.sums.len()).then(|| Partial { units: p.units.clone(), sums: p.sums[begin..end].to_vec() })
+    }
+}

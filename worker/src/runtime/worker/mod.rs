@@ -1,0 +1,409 @@
+//! `linea worker --master ADDR`: pulls work items, runs the job's kernel on the units it
+//! owns, serves its peers, and survives the master coming and going.
+//!
+//! Life of a worker ([`session`]): connect (retrying while the master is away), join, run
+//! items until released. A new master session (a restarted master) keeps the unit state
+//! whose version still matches and drops everything else. SIGTERM (or a Drain) makes it
+//! ask for no more work; it exits 0 once the master releases it, i.e. once the units it
+//! owned have been fetched by their new owners, or after `--drain-timeout` at the latest.
+//!
+//! The worker knows phases, units and reductions; the algorithm is a [`DynKernel`] it
+//! learns from the master ([`kernels`]).
+
+mod aggregate;
+mod cells;
+pub mod grid;
+mod kernels;
+mod peer;
+mod session;
+mod unit_grid;
+
+use crate::error::{LineaError, Result};
+use crate::runtime::auth::{Authenticated, JobSecret};
+use crate::runtime::master::MAX_MESSAGE_BYTES;
+use crate::runtime::proto::{self, work_item};
+use aggregate::Partial;
+use grid::Grid;
+use kernels::{AnyPhase, AnyState, DynKernel};
+use linea_engine::algorithm::{Contribution, Reduction};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::Status;
+use tonic::transport::{Channel, Endpoint};
+use unit_grid::UnitGrid;
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// The master's address, `http://host:port`.
+    pub master: String,
+    /// Where the peer service listens.
+    pub listen: String,
+    /// How peers reach it; default: the listen address (or `$POD_IP` with the listen port).
+    pub advertise: Option<String>,
+    pub threads: usize,
+    pub cache_bytes: usize,
+    /// How long to keep trying to reach an absent master before giving up.
+    pub reconnect_for: Duration,
+    /// The longest a draining worker waits to be released.
+    pub drain_timeout: Duration,
+    pub secret: JobSecret,
+}
+
+/// Bytes this worker moved for aggregation (benchmarks read them).
+#[derive(Default)]
+pub struct Traffic {
+    pub partial_bytes_served: AtomicU64,
+    pub partial_bytes_fetched: AtomicU64,
+    pub result_bytes_sent: AtomicU64,
+    pub cells_from_storage: AtomicU64,
+    pub cells_from_peers: AtomicU64,
+    pub cells_served: AtomicU64,
+    pub items: AtomicU64,
+}
+
+/// How long a worker waits for a peer's copy of a cell before also reading storage.
+const HEDGE_AFTER: Duration = Duration::from_millis(50);
+
+/// A decoded phase: decoded once per worker, not once per item.
+struct PhaseData {
+    version: u64,
+    reduction: Reduction,
+    mutates: bool,
+    body: AnyPhase,
+}
+
+/// A unit's state and the number of state-changing phases it reflects.
+struct UnitSlot {
+    version: u64,
+    state: AnyState,
+}
+
+type SharedUnit = Arc<Mutex<Option<UnitSlot>>>;
+
+pub struct WorkerCore {
+    id: String,
+    address: String,
+    options: WorkerOptions,
+    grid: Mutex<Option<Arc<Grid>>>,
+    /// The job's kernel, from the master's JobInfo.
+    kernel: Mutex<Option<Arc<dyn DynKernel>>>,
+    /// (algorithm, kernel bytes) of the job the units belong to.
+    job_kernel: Mutex<(String, Vec<u8>)>,
+    session: Mutex<String>,
+    units: Mutex<HashMap<u32, SharedUnit>>,
+    partials: Mutex<HashMap<u64, Partial>>,
+    phases: Mutex<HashMap<u64, Arc<PhaseData>>>,
+    /// Bases fetched from the master, by the kernel's base key: (version, bytes).
+    bases: Mutex<HashMap<usize, (u64, Arc<Vec<u8>>)>>,
+    channels: Mutex<HashMap<String, Channel>>,
+    /// Units taken over from another worker, and that worker's address.
+    peer_hints: Mutex<HashMap<usize, String>>,
+    runtime: tokio::runtime::Handle,
+    pool: rayon::ThreadPool,
+    draining: AtomicBool,
+    pub traffic: Traffic,
+}
+
+fn remote(peer: &str) -> impl Fn(Status) -> LineaError + '_ {
+    move |status| crate::runtime::rpc_error(peer, &status)
+}
+
+/// Why an item failed.
+enum ItemError {
+    /// The job cannot go on (corrupt data, a bug): the run fails with this message.
+    Fatal(String),
+    /// A peer did not answer: the master redoes its part elsewhere.
+    LostPeer(String),
+}
+
+impl From<LineaError> for ItemError {
+    fn from(e: LineaError) -> Self {
+        ItemError::Fatal(e.to_string())
+    }
+}
+
+impl WorkerCore {
+    fn channel(&self, address: &str) -> Result<Channel> {
+        // A lazy channel spawns its connection task on the runtime; items run on rayon threads.
+        let _runtime = self.runtime.enter();
+        let mut channels = self.channels.lock().expect("channels lock");
+        if let Some(c) = channels.get(address) {
+            return Ok(c.clone());
+        }
+        let channel = Endpoint::from_shared(address.to_string())
+            .map_err(|e| LineaError::Usage(format!("{address}: not a valid address: {e}")))?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20))
+            .connect_lazy();
+        channels.insert(address.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    fn master(&self) -> Result<proto::master_client::MasterClient<Authenticated>> {
+        let client = proto::master_client::MasterClient::with_interceptor(
+            self.channel(&self.options.master)?,
+            self.options.secret.attach(),
+        );
+        Ok(client.max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES))
+    }
+
+    fn peer(&self, address: &str) -> Result<proto::peer_client::PeerClient<Authenticated>> {
+        let client =
+            proto::peer_client::PeerClient::with_interceptor(self.channel(address)?, self.options.secret.attach());
+        Ok(client.max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES))
+    }
+
+    /// A new session: open the grid and the kernel if they are another job's, drop partial
+    /// sums, phases and fetched bases.
+    fn start_session(&self, job: &proto::JobInfo) -> Result<()> {
+        let loss = crate::cli::parse_loss(&job.loss)
+            .ok_or_else(|| LineaError::Usage(format!("the master asked for an unknown loss {:?}", job.loss)))?;
+        let mut grid = self.grid.lock().expect("grid lock");
+        let mut job_kernel = self.job_kernel.lock().expect("kernel lock");
+        let same_kernel = job_kernel.0 == job.algorithm && job_kernel.1 == job.kernel;
+        if !same_kernel || grid.as_ref().is_none_or(|g| g.location != job.data || g.loss != loss) {
+            let kernel = kernels::kernel_for(&job.algorithm, &job.kernel)?;
+            // Storage clients block on their own runtime; that must happen off this one.
+            tokio::task::block_in_place(|| -> Result<()> {
+                *grid = Some(Arc::new(Grid::open(&job.data, loss, self.options.cache_bytes)?));
+                Ok(())
+            })?;
+            *self.kernel.lock().expect("kernel lock") = Some(kernel);
+            *job_kernel = (job.algorithm.clone(), job.kernel.clone());
+            self.units.lock().expect("units lock").clear();
+        }
+        *self.session.lock().expect("session lock") = job.session.clone();
+        self.partials.lock().expect("partials lock").clear();
+        self.phases.lock().expect("phases lock").clear();
+        self.bases.lock().expect("bases lock").clear();
+        Ok(())
+    }
+
+    fn grid(&self) -> Arc<Grid> {
+        self.grid.lock().expect("grid lock").clone().expect("a session opened the grid")
+    }
+
+    fn kernel(&self) -> Arc<dyn DynKernel> {
+        self.kernel.lock().expect("kernel lock").clone().expect("a session chose the kernel")
+    }
+
+    fn add_phase(&self, phase: proto::Phase) -> Result<()> {
+        let reduction = match proto::Reduction::try_from(phase.reduction) {
+            Ok(proto::Reduction::None) => Reduction::None,
+            Ok(proto::Reduction::Sum) => Reduction::Sum { len: phase.len as usize },
+            Ok(proto::Reduction::RangeSum) => Reduction::RangeSum { len: phase.len as usize },
+            Err(_) => {
+                return Err(LineaError::Usage(format!("phase {}: unknown reduction {}", phase.id, phase.reduction)));
+            }
+        };
+        let body = self.kernel().decode_phase(&phase.body)?;
+        let data = PhaseData { version: phase.version, reduction, mutates: phase.mutates, body };
+        let mut phases = self.phases.lock().expect("phases lock");
+        // Phases run one at a time; older ones are done.
+        phases.retain(|&id, _| id + 2 > phase.id);
+        phases.insert(phase.id, Arc::new(data));
+        self.partials.lock().expect("partials lock").retain(|&id, _| id + 2 > phase.id);
+        Ok(())
+    }
+
+    /// Runs one item; the result says what went wrong instead of failing.
+    fn execute(self: &Arc<Self>, item: &proto::WorkItem) -> proto::ItemResult {
+        self.traffic.items.fetch_add(1, Ordering::Relaxed);
+        let mut result = proto::ItemResult { item: item.id, ..Default::default() };
+        let phase = self.phases.lock().expect("phases lock").get(&item.phase).cloned();
+        let Some(phase) = phase else {
+            result.error = format!("item {} of unknown phase {}", item.id, item.phase);
+            return result;
+        };
+        let outcome = match &item.kind {
+            Some(work_item::Kind::Unit(u)) => self.run_unit(item.phase, &phase, u),
+            Some(work_item::Kind::Aggregate(a)) => self.aggregate(item.phase, a).map(|sums| (sums, Vec::new())),
+            None => Err(ItemError::Fatal("empty work item".into())),
+        };
+        match outcome {
+            Ok((sums, payload)) => (result.sums, result.payload) = (sums, payload),
+            Err(ItemError::Fatal(message)) => result.error = message,
+            Err(ItemError::LostPeer(peer)) => result.lost_peer = peer,
+        }
+        self.traffic.result_bytes_sent.fetch_add((result.sums.len() + result.payload.len()) as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn unit_grid(self: &Arc<Self>, unit: usize) -> UnitGrid<'_> {
+        let peer = self.peer_hints.lock().expect("hints lock").get(&unit).cloned();
+        UnitGrid { core: self, grid: self.grid(), peer }
+    }
+
+    /// Runs a phase on one unit; returns its exact sums (Sum phases) and its payload.
+    fn run_unit(
+        self: &Arc<Self>,
+        phase_id: u64,
+        phase: &PhaseData,
+        item: &proto::UnitItem,
+    ) -> Result<(Vec<u8>, Vec<u8>), ItemError> {
+        let slot = self.unit_state(item.unit, phase.version, &item.prior_owner)?;
+        let mut guard = slot.lock().expect("unit lock");
+        let unit = guard.as_mut().expect("unit_state filled it");
+        let output =
+            self.kernel().run(&phase.body, item.unit as usize, &mut unit.state, &self.unit_grid(item.unit as usize))?;
+        if phase.mutates {
+            unit.version += 1;
+        }
+        drop(guard);
+        let sums = match phase.reduction {
+            Reduction::None => Vec::new(),
+            Reduction::Sum { len } => {
+                let mut sums = vec![0i128; len];
+                output.sums.add_to(&mut sums);
+                crate::runtime::wire::from_i128s(&sums)
+            }
+            Reduction::RangeSum { len } => {
+                let mut partials = self.partials.lock().expect("partials lock");
+                let partial =
+                    partials.entry(phase_id).or_insert_with(|| Partial { units: Vec::new(), sums: vec![0; len] });
+                if let Contribution::Dense(v) = &output.sums
+                    && v.len() != len
+                {
+                    return Err(ItemError::Fatal(format!("unit {} returned {} sums of {len}", item.unit, v.len())));
+                }
+                output.sums.add_to(&mut partial.sums);
+                partial.units.push(item.unit);
+                Vec::new()
+            }
+        };
+        Ok((sums, output.payload))
+    }
+
+    /// The unit's state at `version`: kept, fetched from its previous owner, or rebuilt.
+    fn unit_state(self: &Arc<Self>, unit: u32, version: u64, prior: &str) -> Result<SharedUnit> {
+        let slot = self.units.lock().expect("units lock").entry(unit).or_default().clone();
+        let mut state = slot.lock().expect("unit lock");
+        if state.as_ref().is_some_and(|s| s.version == version) {
+            drop(state);
+            return Ok(slot);
+        }
+        let handed_over = !prior.is_empty() && prior != self.address;
+        if handed_over {
+            // Its cells are likely in the previous owner's cache too.
+            self.peer_hints.lock().expect("hints lock").insert(unit as usize, prior.to_string());
+        }
+        let fetched = handed_over
+            .then(|| self.fetch_unit(prior, unit, version))
+            .and_then(|r| r.inspect_err(|e| tracing::warn!(unit, %e, "fetching unit state failed; rebuilding")).ok());
+        let state_now = match fetched {
+            Some(s) => s,
+            None => self.rebuild(unit as usize, version)?,
+        };
+        *state = Some(UnitSlot { version, state: state_now });
+        drop(state);
+        Ok(slot)
+    }
+
+    fn fetch_unit(self: &Arc<Self>, peer: &str, unit: u32, version: u64) -> Result<AnyState> {
+        let mut client = self.peer(peer)?;
+        let reply = self
+            .runtime
+            .block_on(client.fetch_unit(proto::FetchUnitRequest { unit, version }))
+            .map_err(remote(peer))?
+            .into_inner();
+        if reply.version != version {
+            return Err(LineaError::Remote { peer: peer.into(), message: "sent state of another version".into() });
+        }
+        self.kernel().decode_state(unit as usize, &reply.state, &self.unit_grid(unit as usize))
+    }
+
+    /// Rebuilds a unit: fresh at version 0, else from the master's base for it.
+    fn rebuild(self: &Arc<Self>, unit: usize, version: u64) -> Result<AnyState> {
+        let (kernel, grid) = (self.kernel(), self.unit_grid(unit));
+        if version == 0 {
+            return kernel.fresh(unit, &grid);
+        }
+        let key = kernel.base_key(unit);
+        let cached = self.bases.lock().expect("bases lock").get(&key).filter(|b| b.0 == version).map(|b| b.1.clone());
+        let base = match cached {
+            Some(base) => base,
+            None => {
+                let mut client = self.master()?;
+                let reply = self
+                    .runtime
+                    .block_on(client.get_unit_base(proto::GetUnitBaseRequest { unit: unit as u32 }))
+                    .map_err(remote(&self.options.master))?
+                    .into_inner();
+                if reply.version != version {
+                    return Err(LineaError::Remote {
+                        peer: self.options.master.clone(),
+                        message: format!("sent a base of version {} for a phase of version {version}", reply.version),
+                    });
+                }
+                let base = Arc::new(reply.base);
+                self.bases.lock().expect("bases lock").insert(key, (version, base.clone()));
+                base
+            }
+        };
+        kernel.restore(unit, &base, &grid)
+    }
+}
+
+/// Runs a worker until the master releases it. Blocks; owns its tokio runtime.
+pub fn run(options: WorkerOptions) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("linea-worker-io")
+        .enable_all()
+        .build()
+        .map_err(LineaError::io("tokio runtime"))?;
+    let listener =
+        runtime.block_on(tokio::net::TcpListener::bind(&options.listen)).map_err(LineaError::io(&options.listen))?;
+    let bound = listener.local_addr().map_err(LineaError::io(&options.listen))?;
+    let address = match &options.advertise {
+        Some(a) => a.clone(),
+        None if bound.ip().is_unspecified() => match std::env::var("POD_IP") {
+            Ok(ip) => format!("http://{ip}:{}", bound.port()),
+            Err(_) => return Err(LineaError::Usage("listening on all interfaces needs --advertise or $POD_IP".into())),
+        },
+        None => format!("http://{bound}"),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads.max(1))
+        .thread_name(|i| format!("linea-worker-{i}"))
+        .build()
+        .map_err(|e| LineaError::Usage(format!("thread pool: {e}")))?;
+    let core = Arc::new(WorkerCore {
+        id: format!("{}-{:08x}", hostname(), rand::random::<u32>()),
+        address,
+        grid: Mutex::new(None),
+        session: Mutex::new(String::new()),
+        kernel: Mutex::new(None),
+        job_kernel: Mutex::new((String::new(), Vec::new())),
+        units: Mutex::new(HashMap::new()),
+        partials: Mutex::new(HashMap::new()),
+        phases: Mutex::new(HashMap::new()),
+        bases: Mutex::new(HashMap::new()),
+        channels: Mutex::new(HashMap::new()),
+        peer_hints: Mutex::new(HashMap::new()),
+        runtime: runtime.handle().clone(),
+        pool,
+        draining: AtomicBool::new(false),
+        traffic: Traffic::default(),
+        options,
+    });
+    let outcome = runtime.block_on(session::serve(core.clone(), listener));
+    let (t, cells) = (&core.traffic, &core.grid.lock().expect("grid lock").clone());
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    tracing::info!(
+        "worker {} done: {} items; cells: {} cached, {} from storage, {} from peers, {} served to peers",
+        core.id,
+        load(&t.items),
+        cells.as_ref().map_or(0, |g| load(&g.cells.hits)),
+        load(&t.cells_from_storage),
+        load(&t.cells_from_peers),
+        load(&t.cells_served),
+    );
+    outcome
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "worker".into())
+}
