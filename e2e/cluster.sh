@@ -10,7 +10,9 @@
 #                          bridge and the iptables chains it made; restore the sysctls
 #   e2e/cluster.sh env     print the env file to source (KUBECONFIG, KUBECTL, HELM, ...)
 #
-# State lives in LINEA_CLUSTER_DIR (default /tmp/linea-cluster). Needs root. Network: a
+# State lives in LINEA_CLUSTER_DIR (default /tmp/linea-cluster). LINEA_BIN_DIR: take the
+# image's binaries from there instead of building this checkout (cargo build --release).
+# Needs root. Network: a
 # bridge linea0 with 10.244.0.1/24 for the pods; the apiserver, kubelet and CoreDNS listen
 # on 10.244.0.1 only (nothing on other interfaces), the rest on 127.0.0.1.
 set -euo pipefail
@@ -94,9 +96,13 @@ up() {
   local start=$SECONDS
   "$HERE/node/install-deps.sh"
   "$CP/build.sh" kubernetes node coredns etcd helm >/dev/null
-  # The image's binaries: this checkout's release build.
-  . "$ROOT/scripts/env.sh"
-  (cd "$ROOT" && nice cargo build --release --locked -q -p linea-worker -p linea-operator)
+  # The image's binaries: this checkout's release build (or LINEA_BIN_DIR, if set).
+  local bin_dir="${LINEA_BIN_DIR:-}"
+  if [ -z "$bin_dir" ]; then
+    . "$ROOT/scripts/env.sh"
+    (cd "$ROOT" && nice cargo build --release --locked -q -p linea-worker -p linea-operator)
+    bin_dir="$CARGO_TARGET_DIR/release"
+  fi
 
   mkdir -p "$STATE"
   touch "$STATE/.linea-cluster"
@@ -179,7 +185,7 @@ EOF
     esac
     ctr_ images ls -q | grep -qx "$name" || die "image $name not imported"
     log "  $name"
-  done < <(python3 "$HERE/node/images.py" build "$STATE/images" "$CARGO_TARGET_DIR/release")
+  done < <(python3 "$HERE/node/images.py" build "$STATE/images" "$bin_dir")
 
   log "CoreDNS $COREDNS_VERSION on $NODE_IP:53"
   local dns_ready_port
@@ -356,7 +362,7 @@ clean_iptables() {
     iptables -t "$table" -S 2>/dev/null | grep -E '^-A .* -j (KUBE|CNI)-' | while IFS= read -r rule; do
       # shellcheck disable=SC2086  # the rule is re-split into iptables arguments
       eval "iptables -t $table ${rule/-A/-D}" 2>/dev/null || true
-    done
+    done || true
     for chain in $(iptables -t "$table" -S 2>/dev/null | awk '/^-N (KUBE|CNI)-/ {print $2}'); do
       iptables -t "$table" -F "$chain" 2>/dev/null || true
     done

@@ -9,11 +9,16 @@
 #     as uid/gid 65532, with the image's own loader and libc;
 #   - the pause image holds one static /pause that runs as 65535.
 #
-# Usage: image-check.sh BIN_DIR (the release binaries, e.g. $CARGO_TARGET_DIR/release).
+# Usage: image-check.sh [BIN_DIR] (default: this checkout's release build, built first).
 # Prints `image check: N passed, M failed` last.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-BIN_DIR="$1"
+BIN_DIR="${1:-}"
+if [ -z "$BIN_DIR" ]; then
+  . "$HERE/../../scripts/env.sh"
+  (cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-worker -p linea-operator)
+  BIN_DIR="$CARGO_TARGET_DIR/release"
+fi
 passed=0 failed=0
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/linea-image-check.XXXXXX")"
 finish() {
