@@ -23,6 +23,12 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/../scripts/env.sh"
 ROOT="$LINEA_ROOT"
+. "$HERE/control-plane/versions.sh"
+# LINEA_BIN_DIR: use those binaries (host and image) instead of this checkout's build.
+if [ -n "${LINEA_BIN_DIR:-}" ]; then LINEA_BIN="$LINEA_BIN_DIR/linea"; else
+  (cd "$ROOT" && nice cargo build --release --locked -q -p linea-worker -p linea-operator)
+  export LINEA_BIN_DIR="$CARGO_TARGET_DIR/release"
+fi
 DATA="$ROOT/../shared/data/a9a/a9a.train.libsvm"
 NS=linea-demo
 JOB=a9a
@@ -81,8 +87,9 @@ check "linea prepare wrote a9a's grid to S3 from the host" test -s "$WORK/s3/dat
 # The reference: the same training on this machine, with the job's K and parameters.
 workers="$(sed -n 's/^    replicas: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
 epochs="$(sed -n 's/^      epochs: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
+l2="$(sed -n 's/^      l2: \([0-9.]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
 "$LINEA_BIN" --quiet train --data s3://data/a9a/grid --model "$WORK/reference.model" --workers "$workers" \
-  --loss logistic --l2 1 --epochs "$epochs" --tolerance 0 >/dev/null
+  --loss logistic --l2 "$l2" --epochs "$epochs" --tolerance 0 >/dev/null
 unset AWS_ENDPOINT_URL
 
 # --- the operator, from the chart ----------------------------------------------------------------
@@ -161,7 +168,7 @@ fault_epochs="${FAULT_EPOCHS:-$((epochs * 3))}"
 sed -e "s/^  name: $JOB\$/  name: $FJ/" -e "s#s3://models/a9a.model#s3://models/$FJ.model#" \
   -e "s/^      epochs: $epochs\$/      epochs: $fault_epochs/" "$ROOT/examples/a9a-trainingjob.yaml" >"$WORK/faults.yaml"
 AWS_ENDPOINT_URL="http://$LINEA_NODE_IP:$S3_PORT" "$LINEA_BIN" --quiet train --data s3://data/a9a/grid \
-  --model "$WORK/faults-reference.model" --workers "$workers" --loss logistic --l2 1 --epochs "$fault_epochs" \
+  --model "$WORK/faults-reference.model" --workers "$workers" --loss logistic --l2 "$l2" --epochs "$fault_epochs" \
   --tolerance 0 >/dev/null
 k apply -f "$WORK/faults.yaml" >/dev/null
 

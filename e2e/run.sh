@@ -7,6 +7,9 @@
 # ~/.cache/linea/e2e after that.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Everything Go up front, in one go: the six kubernetes commands share one `go build`.
+"$HERE/control-plane/build.sh" etcd kubernetes helm node coredns >/dev/null
+"$HERE/node/install-deps.sh"
 "$HERE/control-plane/smoke.sh"
 "$HERE/crd-validation.sh"
 "$HERE/chart.sh"
