@@ -167,6 +167,7 @@ wait_for etcd healthy curl -fsS --max-time 2 "$ETCD_URL/health"
 # interface; loopback is not a valid Endpoints address, so the endpoint
 # reconciler for the in-cluster "kubernetes" Service is turned off (no pods
 # run here to use it anyway).
+# Kubelets (e2e/cluster.sh) are reached at their InternalIP: node names do not resolve here.
 # Admission: the default plugin set (NamespaceLifecycle, ServiceAccount,
 # ValidatingAdmissionPolicy, ResourceQuota, ...), nothing added or removed.
 log "kube-apiserver $K8S_VERSION on $APISERVER_URL"
@@ -185,6 +186,7 @@ launch kube-apiserver "$KUBE_APISERVER_BIN" \
   --authorization-mode=Node,RBAC \
   --endpoint-reconciler-type="$ENDPOINT_RECONCILER" \
   --allow-privileged=true \
+  --kubelet-preferred-address-types=InternalIP,Hostname \
   --profiling=false
 # /readyz only succeeds once etcd is reachable, the RBAC bootstrap roles are
 # in place and all post-start hooks (CRD/aggregation controllers) are done.
