@@ -131,7 +131,8 @@ while :; do
   case " $phases " in *" $phase "*) ;; *) phases="$phases $phase" ;; esac
   if [ "$phase" = Running ]; then
     progress="$(jp "tj/$JOB" '{.status.progress.epoch} {.status.progress.objective}')"
-    if [ -n "${progress% }" ] && ! grep -qF -- "$progress" "$WORK/progress" 2>/dev/null; then
+    # Only captures that report both an epoch and an objective count.
+    if [[ "$progress" =~ ^[0-9]+\ [0-9] ]] && ! grep -qxF -- "$progress" "$WORK/progress" 2>/dev/null; then
       echo "$progress" >>"$WORK/progress"
       k -n "$NS" get tj "$JOB" >>"$WORK/get-tj"
     fi
