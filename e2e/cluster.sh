@@ -32,6 +32,10 @@ NODE_NAME=linea-node
 TIMEOUT="${START_TIMEOUT:-120}"
 # Kernel settings the kubelet, kube-proxy or this script change; recorded at `up`, put
 # back at `down`.
+# Paths the node writes outside the state dir: the kubelet's device-plugin dir and its
+# /var/log/containers links (not configurable), libcni's result cache, the runc shims'
+# state and sockets.
+HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd)
 SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward
   net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
   net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
@@ -51,7 +55,7 @@ pick_port() {
   for _ in $(seq 1 200); do
     p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
     case "$taken" in *" $p "*) continue ;; esac
-    if ! ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then taken+="$p "; echo "$p"; return 0; fi
+    if [ -z "$(ss -Htln "sport = :$p" 2>/dev/null)" ]; then taken+="$p "; echo "$p"; return 0; fi
   done
   die "no free port"
 }
@@ -90,7 +94,8 @@ stop_pid() {
 up() {
   [ "$(id -u)" = 0 ] || die "needs root (containerd, cgroups, network namespaces)"
   [ ! -f "$STATE/.linea-cluster" ] || die "$STATE holds a cluster already; run '$0 down' first"
-  if ip -4 route show | grep -qE "^(10\.244\.0\.|10\.0\.0\.)" || ip link show "$BRIDGE" >/dev/null 2>&1; then
+  # (Output captured before grep: with pipefail, `cmd | grep -q` can fail on SIGPIPE.)
+  if grep -qE "^(10\.244\.0\.|10\.0\.0\.)" <<<"$(ip -4 route show)" || ip link show "$BRIDGE" >/dev/null 2>&1; then
     die "$POD_CIDR or $SERVICE_CIDR is routed here already, or $BRIDGE exists (another cluster?)"
   fi
   local start=$SECONDS
@@ -113,6 +118,9 @@ up() {
     v="$(sysctl -n "$s" 2>/dev/null)" && printf '%s=%s\n' "$s" "$v"
   done >"$STATE/sysctl.saved"
   ls /run/netns 2>/dev/null | sort >"$STATE/netns.before" || true
+  # Fixed paths outside the state dir that the kubelet, containerd's shims and libcni use
+  # whatever they are told: those that do not exist yet are removed again by `down`.
+  for s in "${HOST_PATHS[@]}"; do [ -e "$s" ] || echo "$s"; done >"$STATE/host-paths.created"
 
   # Pod network: one bridge, the node's address as the pods' gateway. Pods reach the host
   # (apiserver, S3, DNS) at NODE_IP, so no masquerading is set up.
@@ -183,7 +191,7 @@ EOF
       *pause*) ctr_ images import --base-name "${name%:*}" "$out" >/dev/null ;;
       *) ctr_ images import --base-name "${name%:*}" "$out" >/dev/null ;;
     esac
-    ctr_ images ls -q | grep -qx "$name" || die "image $name not imported"
+    grep -qx "$name" <<<"$(ctr_ images ls -q)" || die "image $name not imported"
     log "  $name"
   done < <(python3 "$HERE/node/images.py" build "$STATE/images" "$bin_dir")
 
@@ -261,6 +269,8 @@ imageGCLowThresholdPercent: 99
 # The disk is shared with other work; evict only when it is really full.
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 failSwapOn: false
+# Container logs in the state dir (/var/log/containers only gets links, removed by down).
+podLogsDir: $STATE/pod-logs
 makeIPTablesUtilChains: false
 serializeImagePulls: false
 EOF
@@ -337,6 +347,16 @@ down() {
     done
   fi
   ip link del "$BRIDGE" 2>/dev/null || true
+  # Outside the state dir: our log links, our libcni results, then what `up` created.
+  for m in /var/log/containers/*.log; do
+    case "$(readlink "$m" 2>/dev/null)" in "$STATE"/*) rm -f "$m" ;; esac
+  done
+  rm -f /var/lib/cni/results/linea-* 2>/dev/null || true
+  if [ -f "$STATE/host-paths.created" ]; then
+    while IFS= read -r m; do
+      case "$m" in /var/lib/kubelet | /var/log/containers | /var/log/pods | /var/lib/cni | /run/containerd) rm -rf "$m" ;; esac
+    done <"$STATE/host-paths.created"
+  fi
   # The pods' cgroups (cgroupfs driver: kubepods/ in every v1 hierarchy), deepest first.
   for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods; do
     [ -d "$m" ] && find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
@@ -345,7 +365,7 @@ down() {
   if [ -f "$STATE/sysctl.saved" ]; then
     while IFS= read -r line; do sysctl -qw "$line" 2>/dev/null || log "could not restore $line"; done <"$STATE/sysctl.saved"
   fi
-  if awk -v s="$STATE/" 'index($2, s) == 1' /proc/self/mounts | grep -q .; then
+  if [ -n "$(awk -v s="$STATE/" 'index($2, s) == 1' /proc/self/mounts)" ]; then
     die "mounts remain under $STATE; not removing it"
   fi
   rm -rf "$STATE"
