@@ -6,8 +6,10 @@
 #
 #   docker build -t linea:dev .
 #
-# Not built in CI: the development machine has no Docker daemon and no registry access,
-# so this file has never been run there. e2e/kind/up.sh builds and loads it into kind.
+# Not built in CI: the development machine has no Docker daemon and no registry access.
+# CI assembles the same runtime image with umoci (e2e/node/images.py reads this file's last
+# stage; e2e/node/image-check.sh compares the result with it) and runs it on real pods
+# (e2e/cluster-journey.sh). e2e/kind/up.sh builds this file and loads it into kind.
 
 # --- build -------------------------------------------------------------------------------
 FROM rust:1.95-bookworm AS builder

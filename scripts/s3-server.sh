@@ -12,6 +12,8 @@
 #   scripts/s3-server.sh start ROOT PORT      run in the background; wait until it answers
 #   scripts/s3-server.sh stop ROOT            stop the server started for ROOT
 #
+# S3_HOST (default 127.0.0.1) is the address it listens on; e2e/cluster-journey.sh sets
+# the one-node cluster's bridge address so that pods reach it.
 # Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the server then checks
 # every request's SigV4 signature); without them it accepts anonymous requests.
 # Why s3s-fs and not MinIO: it builds with cargo alone in a few minutes on two cores (MinIO
@@ -48,7 +50,7 @@ install() {
 args() {
     local root="$1" port="$2"
     mkdir -p "$root"
-    set -- --host 127.0.0.1 --port "$port"
+    set -- --host "${S3_HOST:-127.0.0.1}" --port "$port"
     if [ -n "${AWS_ACCESS_KEY_ID:-}" ]; then
         set -- "$@" --access-key "$AWS_ACCESS_KEY_ID" --secret-key "${AWS_SECRET_ACCESS_KEY:-}"
     fi
@@ -70,8 +72,8 @@ start)
     "$bin" "${a[@]}" >"$2.log" 2>&1 &
     echo $! >"$2.pid"
     for _ in $(seq 1 600); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$3") 2>/dev/null; then
-            echo "s3s-fs listening on http://127.0.0.1:$3 (pid $(cat "$2.pid"), data in $2)"
+        if (exec 3<>"/dev/tcp/${S3_HOST:-127.0.0.1}/$3") 2>/dev/null; then
+            echo "s3s-fs listening on http://${S3_HOST:-127.0.0.1}:$3 (pid $(cat "$2.pid"), data in $2)"
             exit 0
         fi
         kill -0 "$(cat "$2.pid")" 2>/dev/null || { echo "s3s-fs exited; see $2.log" >&2; exit 1; }
@@ -86,7 +88,7 @@ stop)
     rm -f "$2.pid"
     ;;
 *)
-    sed -n '2,19p' "$0" >&2
+    sed -n '2,21p' "$0" >&2
     exit 2
     ;;
 esac

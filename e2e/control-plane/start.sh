@@ -14,6 +14,11 @@
 # each wait. Binaries come from the build.sh cache (run build.sh first), or
 # from KUBE_APISERVER_BIN / ETCD_BIN / KCM_BIN.
 #
+# APISERVER_ADDRESS (default 127.0.0.1) is the address the apiserver binds to and
+# advertises; e2e/cluster.sh sets it to its pod bridge's gateway so that pods reach the
+# apiserver through the `kubernetes` Service, whose endpoint is then kept by the lease
+# reconciler (with 127.0.0.1 the reconciler is off: loopback is no valid endpoint).
+#
 # WITH_CONTROLLER_MANAGER=1 also starts kube-controller-manager (build it with
 # `build.sh kube-controller-manager`): namespace deletion, garbage collection
 # of owned objects, default service accounts, aggregated ClusterRoles
@@ -73,7 +78,10 @@ ETCD_PEER_PORT="${ETCD_PEER_PORT:-$(pick_port)}"; taken+="$ETCD_PEER_PORT "
 APISERVER_PORT="${APISERVER_PORT:-$(pick_port)}"; taken+="$APISERVER_PORT "
 if [ "$WITH_KCM" = 1 ]; then KCM_PORT="${KCM_PORT:-$(pick_port)}"; taken+="$KCM_PORT "; fi
 ETCD_URL="http://127.0.0.1:$ETCD_CLIENT_PORT"
-APISERVER_URL="https://127.0.0.1:$APISERVER_PORT"
+APISERVER_ADDRESS="${APISERVER_ADDRESS:-127.0.0.1}"
+APISERVER_URL="https://$APISERVER_ADDRESS:$APISERVER_PORT"
+ENDPOINT_RECONCILER=none
+[ "$APISERVER_ADDRESS" = 127.0.0.1 ] || ENDPOINT_RECONCILER=lease
 
 # --- credentials ---------------------------------------------------------------
 # Service-account token signing key pair (kept across restarts of the same
@@ -159,13 +167,14 @@ wait_for etcd healthy curl -fsS --max-time 2 "$ETCD_URL/health"
 # interface; loopback is not a valid Endpoints address, so the endpoint
 # reconciler for the in-cluster "kubernetes" Service is turned off (no pods
 # run here to use it anyway).
+# Kubelets (e2e/cluster.sh) are reached at their InternalIP: node names do not resolve here.
 # Admission: the default plugin set (NamespaceLifecycle, ServiceAccount,
 # ValidatingAdmissionPolicy, ResourceQuota, ...), nothing added or removed.
 log "kube-apiserver $K8S_VERSION on $APISERVER_URL"
 mkdir -p "$STATE/pki"
 launch kube-apiserver "$KUBE_APISERVER_BIN" \
-  --bind-address=127.0.0.1 \
-  --advertise-address=127.0.0.1 \
+  --bind-address="$APISERVER_ADDRESS" \
+  --advertise-address="$APISERVER_ADDRESS" \
   --secure-port="$APISERVER_PORT" \
   --cert-dir="$STATE/pki" \
   --etcd-servers="$ETCD_URL" \
@@ -175,8 +184,9 @@ launch kube-apiserver "$KUBE_APISERVER_BIN" \
   --service-account-signing-key-file="$STATE/sa.key" \
   --token-auth-file="$STATE/tokens.csv" \
   --authorization-mode=Node,RBAC \
-  --endpoint-reconciler-type=none \
+  --endpoint-reconciler-type="$ENDPOINT_RECONCILER" \
   --allow-privileged=true \
+  --kubelet-preferred-address-types=InternalIP,Hostname \
   --profiling=false
 # /readyz only succeeds once etcd is reachable, the RBAC bootstrap roles are
 # in place and all post-start hooks (CRD/aggregation controllers) are done.
