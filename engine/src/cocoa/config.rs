@@ -58,7 +58,7 @@ impl CocoaConfig {
     /// Splits the rows into `partitions` (P) instead of K: the least common multiple of every
     /// slot count a job may scale to, so that scaling in keeps whole partitions together.
     pub fn with_partitions(mut self, partitions: u32) -> Result<Self, EngineError> {
-        if partitions == 0 || partitions % self.slots != 0 {
+        if partitions == 0 || !partitions.is_multiple_of(self.slots) {
             return Err(invalid("partitions", partitions as f64, "must be a positive multiple of the slot count"));
         }
         self.partitions = partitions;

@@ -29,7 +29,7 @@ pub struct ShardPart {
 impl Layout {
     /// `partitions` must be a positive multiple of `slots` (the config checks it).
     pub fn new(shard_rows: Vec<usize>, partitions: usize, slots: usize) -> Self {
-        debug_assert!(slots > 0 && partitions % slots == 0);
+        debug_assert!(slots > 0 && partitions.is_multiple_of(slots));
         Self { shard_rows, partitions, slots }
     }
 
