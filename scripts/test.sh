@@ -7,6 +7,9 @@ cd "$LINEA_ROOT"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== Debian packages the tests compare against (LIBLINEAR's command line tools)"
+scripts/debian-packages.sh liblinear-tools
+
 echo "== cargo test (release: the suites train on real data)"
 cargo test --release --locked --workspace
 

@@ -12,6 +12,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod algorithm;
+pub mod cocoa;
 pub mod codec;
 pub mod error;
 pub mod fixed;

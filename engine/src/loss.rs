@@ -1,8 +1,15 @@
-//! Losses as pure functions of (target, prediction), with the derivatives the solvers need.
+//! Losses as pure functions of (target, prediction): the value and derivatives the primal
+//! solvers need, and (in [`dual`]) the convex conjugate and the SDCA coordinate step the
+//! dual solvers need. One type, so no solver matches on the loss for its math.
 //!
 //! Conventions: squared loss is `(y - f)^2` (no 1/2, so ridge's closed form is
 //! `(X'X + l2 I)^-1 X'y` for the objective `sum loss + l2 |theta|^2`); logistic loss takes
-//! targets in {-1, +1} and is `log(1 + exp(-y f))`, LIBLINEAR's `-s 0` loss.
+//! targets in {-1, +1} and is `log(1 + exp(-y f))`, LIBLINEAR's `-s 0` loss; hinge loss
+//! takes targets in {-1, +1} and is `max(0, 1 - y f)`, LIBLINEAR's `-s 3` (L1-loss SVM).
+
+mod dual;
+
+pub use dual::SdcaStep;
 
 use crate::error::EngineError;
 use serde::{Deserialize, Serialize};
@@ -12,6 +19,9 @@ use serde::{Deserialize, Serialize};
 pub enum Loss {
     Squared,
     Logistic,
+    /// The linear SVM's loss. Not differentiable at `y f = 1` and without curvature, so
+    /// only dual methods (CoCoA/SDCA) train it; see [`Loss::has_curvature`].
+    Hinge,
 }
 
 /// First and second derivative of a loss with respect to the prediction.
@@ -26,23 +36,38 @@ impl Loss {
         match self {
             Loss::Squared => "squared",
             Loss::Logistic => "logistic",
+            Loss::Hinge => "hinge",
         }
     }
 
-    /// Maps a stored label to the loss's target. Logistic accepts {0, 1} and {-1, +1}
-    /// (0 and -1 are the negative class); squared accepts any finite value.
+    /// Whether the loss has a positive second derivative that Newton-type primal steps
+    /// (SCD) can use. Hinge loss has none: it is piecewise linear.
+    pub fn has_curvature(self) -> bool {
+        match self {
+            Loss::Squared | Loss::Logistic => true,
+            Loss::Hinge => false,
+        }
+    }
+
+    /// Whether targets are the classes -1 and +1 (and predictions margins).
+    pub fn is_classification(self) -> bool {
+        match self {
+            Loss::Squared => false,
+            Loss::Logistic | Loss::Hinge => true,
+        }
+    }
+
+    /// Maps a stored label to the loss's target. Logistic and hinge accept {0, 1} and
+    /// {-1, +1} (0 and -1 are the negative class); squared accepts any finite value.
     pub fn target(self, label: f64) -> Result<f64, EngineError> {
         match self {
             Loss::Squared if label.is_finite() => Ok(label),
-            Loss::Logistic if label == 1.0 => Ok(1.0),
-            Loss::Logistic if label == 0.0 || label == -1.0 => Ok(-1.0),
+            Loss::Logistic | Loss::Hinge if label == 1.0 => Ok(1.0),
+            Loss::Logistic | Loss::Hinge if label == 0.0 || label == -1.0 => Ok(-1.0),
             _ => Err(EngineError::LabelDomain {
                 label,
                 loss: self.name(),
-                domain: match self {
-                    Loss::Squared => "a finite number",
-                    Loss::Logistic => "0/1 or -1/+1",
-                },
+                domain: if self.is_classification() { "0/1 or -1/+1" } else { "a finite number" },
             }),
         }
     }
@@ -57,6 +82,7 @@ impl Loss {
             }
             // log(1 + e^z) with z = -y f, without overflow: z + log1p(e^-z) for z > 0.
             Loss::Logistic => softplus(-target * prediction),
+            Loss::Hinge => (1.0 - target * prediction).max(0.0),
         }
     }
 
@@ -73,14 +99,17 @@ impl Loss {
                 let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
                 Derivatives { first: -target * sigma_neg, second: e * inv * inv }
             }
+            // A subgradient (the left derivative at the kink) and the curvature that is 0
+            // almost everywhere; Newton-type solvers refuse hinge ([`Loss::has_curvature`]).
+            Loss::Hinge => Derivatives { first: if target * prediction < 1.0 { -target } else { 0.0 }, second: 0.0 },
         }
     }
 
     /// Score reported to users: the probability of the positive class for logistic loss,
-    /// the prediction itself for squared loss.
+    /// the prediction itself for squared loss and the margin for hinge loss.
     pub fn score(self, prediction: f64) -> f64 {
         match self {
-            Loss::Squared => prediction,
+            Loss::Squared | Loss::Hinge => prediction,
             Loss::Logistic => 1.0 / (1.0 + (-prediction).exp()),
         }
     }
@@ -128,5 +157,18 @@ mod tests {
         assert!(Loss::Squared.target(f64::NAN).is_err());
         assert!(Loss::Squared.target(f64::INFINITY).is_err());
         assert_eq!(Loss::Squared.target(4.0), Ok(4.0));
+        assert_eq!(Loss::Hinge.target(0.0), Ok(-1.0));
+        assert_eq!(Loss::Hinge.target(1.0), Ok(1.0));
+        assert!(Loss::Hinge.target(0.5).is_err());
+    }
+
+    #[test]
+    fn hinge_loss_is_the_svm_loss() {
+        assert_eq!(Loss::Hinge.value(1.0, 0.25), 0.75);
+        assert_eq!(Loss::Hinge.value(-1.0, 0.25), 1.25);
+        assert_eq!(Loss::Hinge.value(1.0, 3.0), 0.0);
+        assert_eq!(Loss::Hinge.derivatives(-1.0, 0.25).first, 1.0);
+        assert_eq!(Loss::Hinge.derivatives(1.0, 3.0).first, 0.0);
+        assert!(!Loss::Hinge.has_curvature() && Loss::Logistic.has_curvature());
     }
 }

@@ -23,13 +23,13 @@ pub fn evaluate(loss: Loss, targets: &[f64], predictions: &[f64]) -> Metrics {
         (targets.iter().zip(predictions).map(|(&y, &f)| (y - f) * (y - f)).sum::<f64>() / n.max(1) as f64).sqrt();
     match loss {
         Loss::Squared => Metrics { examples: n, loss_sum, auc: None, log_loss: None, accuracy: None, rmse: Some(rmse) },
-        Loss::Logistic => {
+        Loss::Logistic | Loss::Hinge => {
             let correct = targets.iter().zip(predictions).filter(|&(&y, &f)| (f >= 0.0) == (y > 0.0)).count();
             Metrics {
                 examples: n,
                 loss_sum,
                 auc: auc(targets, predictions),
-                log_loss: Some(loss_sum / n.max(1) as f64),
+                log_loss: (loss == Loss::Logistic).then(|| loss_sum / n.max(1) as f64),
                 accuracy: Some(correct as f64 / n.max(1) as f64),
                 rmse: None,
             }

@@ -56,7 +56,7 @@ fn problem(loss: Loss) -> Problem {
         let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
         targets.push(match loss {
             Loss::Squared => margin + uniform(&mut rng) - 0.5,
-            Loss::Logistic => {
+            Loss::Logistic | Loss::Hinge => {
                 if uniform(&mut rng) < 1.0 / (1.0 + (-margin).exp()) {
                     1.0
                 } else {

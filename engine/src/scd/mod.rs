@@ -113,6 +113,13 @@ impl CoarseMode {
 
 impl ScdConfig {
     pub fn new(loss: Loss, l2: f64, l1: f64, max_epochs: u32, tolerance: f64, seed: u64) -> Result<Self, EngineError> {
+        if !loss.has_curvature() {
+            return Err(EngineError::UnsupportedLoss {
+                loss: loss.name(),
+                algorithm: "scd",
+                why: "SCD's Newton steps need a second derivative; train it with cocoa",
+            });
+        }
         if !(tolerance.is_finite() && tolerance >= 0.0) {
             return Err(EngineError::InvalidParameter {
                 name: "tolerance",
@@ -267,6 +274,7 @@ impl Scd {
             match loss {
                 Loss::Squared => step::squared_line_search(sums[0], sums[1], theta, &delta, &reg),
                 Loss::Logistic => step::pick_logistic_step(&sums, theta, &delta, &reg),
+                Loss::Hinge => unreachable!("ScdConfig::new refuses hinge"),
             }
         };
         if step == 0.0 {
@@ -377,6 +385,7 @@ impl Scd {
         let step = match loss {
             Loss::Squared => step::squared_line_search(sums[0], sums[1], &flat, &delta, &reg),
             Loss::Logistic => step::pick_logistic_step(&sums, &flat, &delta, &reg),
+            Loss::Hinge => unreachable!("ScdConfig::new refuses hinge"),
         };
         if step == 0.0 {
             return Ok(report);

@@ -1,0 +1,134 @@
+//! The settings of a CoCoA run, validated once.
+
+use crate::error::EngineError;
+use crate::loss::Loss;
+use serde::Serialize;
+
+/// Validated CoCoA settings: only [`CocoaConfig::new`] makes one, so the solver never sees
+/// a bad value.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CocoaConfig {
+    loss: Loss,
+    l2: f64,
+    slots: u32,
+    partitions: u32,
+    local_passes: u32,
+    max_epochs: u32,
+    gap_tolerance: f64,
+    seed: u64,
+}
+
+fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
+    EngineError::InvalidParameter { name, value, why }
+}
+
+impl CocoaConfig {
+    /// `l2` weighs `|w|^2` in `sum loss + l2 |w|^2` (the dual needs it positive); `slots` is
+    /// the number of local problems K; `local_passes` the SDCA passes H over a slot's rows
+    /// per epoch; the run stops when the duality gap relative to the primal is at most
+    /// `gap_tolerance`, or after `max_epochs`; `seed` fixes the coordinate orders.
+    /// The rows are split into as many partitions as slots; see [`Self::with_partitions`].
+    pub fn new(
+        loss: Loss,
+        l2: f64,
+        slots: u32,
+        local_passes: u32,
+        max_epochs: u32,
+        gap_tolerance: f64,
+        seed: u64,
+    ) -> Result<Self, EngineError> {
+        if !(l2.is_finite() && l2 > 0.0) {
+            return Err(invalid("l2", l2, "must be finite and > 0 for the dual to exist"));
+        }
+        if slots == 0 {
+            return Err(invalid("slots", 0.0, "must be >= 1"));
+        }
+        if local_passes == 0 {
+            return Err(invalid("local_passes", 0.0, "must be >= 1"));
+        }
+        if max_epochs == 0 {
+            return Err(invalid("max_epochs", 0.0, "must be >= 1"));
+        }
+        if !(gap_tolerance.is_finite() && gap_tolerance >= 0.0) {
+            return Err(invalid("gap_tolerance", gap_tolerance, "must be finite and >= 0"));
+        }
+        Ok(Self { loss, l2, slots, partitions: slots, local_passes, max_epochs, gap_tolerance, seed })
+    }
+
+    /// Splits the rows into `partitions` (P) instead of K: the least common multiple of every
+    /// slot count a job may scale to, so that scaling in keeps whole partitions together.
+    pub fn with_partitions(mut self, partitions: u32) -> Result<Self, EngineError> {
+        if partitions == 0 || !partitions.is_multiple_of(self.slots) {
+            return Err(invalid("partitions", partitions as f64, "must be a positive multiple of the slot count"));
+        }
+        self.partitions = partitions;
+        Ok(self)
+    }
+
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
+
+    pub fn l2(&self) -> f64 {
+        self.l2
+    }
+
+    /// `lambda = 2 l2`, the regularizer in the dual's `(lambda/2) |w|^2` form.
+    pub fn lambda(&self) -> f64 {
+        2.0 * self.l2
+    }
+
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    pub fn local_passes(&self) -> u32 {
+        self.local_passes
+    }
+
+    pub fn max_epochs(&self) -> u32 {
+        self.max_epochs
+    }
+
+    pub fn gap_tolerance(&self) -> f64 {
+        self.gap_tolerance
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_settings_are_refused_once() {
+        let ok = |l2, slots, passes, epochs, tol| CocoaConfig::new(Loss::Hinge, l2, slots, passes, epochs, tol, 0);
+        assert!(ok(1.0, 4, 1, 10, 1e-6).is_ok());
+        assert!(ok(0.0, 4, 1, 10, 1e-6).is_err());
+        assert!(ok(f64::NAN, 4, 1, 10, 1e-6).is_err());
+        assert!(ok(1.0, 0, 1, 10, 1e-6).is_err());
+        assert!(ok(1.0, 4, 0, 10, 1e-6).is_err());
+        assert!(ok(1.0, 4, 1, 0, 1e-6).is_err());
+        assert!(ok(1.0, 4, 1, 10, -1.0).is_err());
+        assert!(ok(1.0, 4, 1, 10, f64::INFINITY).is_err());
+        let config = ok(1.0, 4, 1, 10, 0.0).unwrap();
+        assert_eq!(config.partitions(), 4);
+        assert_eq!(config.with_partitions(12).unwrap().partitions(), 12);
+        assert!(config.with_partitions(6).is_err());
+        assert!(config.with_partitions(0).is_err());
+    }
+
+    #[test]
+    fn scd_refuses_hinge_and_says_why() {
+        let err = crate::scd::ScdConfig::new(Loss::Hinge, 1.0, 0.0, 10, 1e-9, 0).unwrap_err();
+        assert!(matches!(err, EngineError::UnsupportedLoss { loss: "hinge", algorithm: "scd", .. }), "{err}");
+        assert!(crate::scd::ScdConfig::new(Loss::Logistic, 1.0, 0.0, 10, 1e-9, 0).is_ok());
+    }
+}

@@ -1,0 +1,170 @@
+//! CoCoA's data-parallel half: a unit is a slot; its state is its dual variables (and its
+//! rows, gathered on first use).
+
+use super::layout::Layout;
+use super::rows::SlotRows;
+use super::solver::{Subproblem, local_solve, objective_terms};
+use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
+use crate::error::EngineError;
+use crate::fixed::to_fixed128;
+use crate::loss::Loss;
+use serde::{Deserialize, Serialize};
+
+/// What every worker needs to run any slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CocoaKernel {
+    pub(super) loss: Loss,
+    pub(super) lambda: f64,
+    pub(super) sigma: f64,
+    pub(super) local_passes: u32,
+    pub(super) seed: u64,
+    pub(super) layout: Layout,
+    /// First global feature of each block; the last entry is the feature count.
+    pub(super) block_offsets: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CocoaPhase {
+    /// H local SDCA passes from the shared vector `v = X'alpha` of the epoch's start.
+    /// Each slot adds `X_k' delta_alpha_k` (rounded once per feature) into a range sum of
+    /// the feature count, and returns its new dual variables as the payload.
+    LocalSolve { epoch: u32, v: Vec<f64> },
+    /// Exact sums of the losses at `w` and of the conjugates at `-alpha`.
+    Evaluate { w: Vec<f64> },
+}
+
+/// A slot between phases.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotState {
+    /// Dual variables of the slot's rows, in row order.
+    pub alpha: Vec<f64>,
+    /// The slot's rows; gathered from the grid on first use.
+    rows: Option<SlotRows>,
+}
+
+impl CocoaKernel {
+    pub fn features(&self) -> usize {
+        *self.block_offsets.last().unwrap_or(&0)
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn slot_len(&self, slot: usize) -> usize {
+        self.layout.slot_rows(slot).len()
+    }
+
+    /// A slot's state from its dual variables, checked against its row count.
+    fn slot_from(&self, slot: usize, alpha: Vec<f64>) -> Result<SlotState, EngineError> {
+        if alpha.len() != self.slot_len(slot) {
+            return Err(EngineError::Corrupt(format!(
+                "slot {slot}: {} dual variables for {} rows",
+                alpha.len(),
+                self.slot_len(slot)
+            )));
+        }
+        Ok(SlotState { alpha, rows: None })
+    }
+
+    /// A slot's new dual variables from a `LocalSolve` payload.
+    pub fn decode_payload(&self, slot: usize, payload: &[u8]) -> Result<Vec<f64>, EngineError> {
+        let alpha: Vec<f64> = decode(payload, "cocoa dual variables")?;
+        Ok(self.slot_from(slot, alpha)?.alpha)
+    }
+}
+
+impl Kernel for CocoaKernel {
+    type Phase = CocoaPhase;
+    type UnitState = SlotState;
+    /// Every row's committed dual variable, in global row order.
+    type Mirror = Vec<f64>;
+    /// A slot's committed dual variables.
+    type UnitBase = Vec<f64>;
+
+    fn units(&self) -> usize {
+        self.layout.slots()
+    }
+
+    fn fresh<G: GridSource>(&self, unit: usize, _grid: &G) -> Result<SlotState, G::Error> {
+        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: None })
+    }
+
+    fn run<G: GridSource>(
+        &self,
+        phase: &CocoaPhase,
+        unit: usize,
+        state: &mut SlotState,
+        grid: &G,
+    ) -> Result<UnitOutput, G::Error> {
+        if state.rows.is_none() {
+            state.rows = Some(SlotRows::gather(&self.layout, &self.block_offsets, self.loss, unit, grid)?);
+        }
+        let rows = state.rows.as_ref().expect("gathered above");
+        match phase {
+            CocoaPhase::LocalSolve { epoch, v } => {
+                if v.len() != self.features() {
+                    return Err(
+                        EngineError::Corrupt(format!("shared vector of {} for {}", v.len(), self.features())).into()
+                    );
+                }
+                let orders: Vec<Vec<u32>> =
+                    (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
+                let problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
+                let u = local_solve(problem, rows, &mut state.alpha, v, orders.iter().map(Vec::as_slice));
+                let sums = rows
+                    .globals
+                    .iter()
+                    .zip(&u)
+                    .filter(|(_, x)| **x != 0.0)
+                    .map(|(&j, &x)| (j, to_fixed128(x)))
+                    .collect();
+                Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: encode(&state.alpha) })
+            }
+            CocoaPhase::Evaluate { w } => {
+                if w.len() != self.features() {
+                    return Err(EngineError::Corrupt(format!("model of {} for {}", w.len(), self.features())).into());
+                }
+                let terms = objective_terms(self.loss, rows, &state.alpha, w);
+                if !(terms.loss.is_finite() && terms.conjugate.is_finite()) {
+                    return Err(EngineError::Corrupt(format!(
+                        "slot {unit}: objective terms {terms:?} are not finite (a dual variable left its domain)"
+                    ))
+                    .into());
+                }
+                let sums = vec![to_fixed128(terms.loss), to_fixed128(terms.conjugate)];
+                Ok(UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() })
+            }
+        }
+    }
+
+    /// A payload that does not decode leaves its slot's entries as they were: `commit`
+    /// cannot fail, and [`super::Cocoa::next_iter`] refuses the same payload with an error
+    /// before the epoch is recorded.
+    fn commit(&self, mirror: &mut Vec<f64>, phase: &CocoaPhase, output: &PhaseOutput) {
+        if let CocoaPhase::LocalSolve { .. } = phase {
+            for (slot, payload) in output.payloads.iter().enumerate() {
+                if let Ok(alpha) = self.decode_payload(slot, payload) {
+                    mirror[self.layout.slot_rows(slot)].copy_from_slice(&alpha);
+                }
+            }
+        }
+    }
+
+    fn unit_base(&self, mirror: &Vec<f64>, unit: usize) -> Vec<f64> {
+        mirror[self.layout.slot_rows(unit)].to_vec()
+    }
+
+    fn restore<G: GridSource>(&self, unit: usize, base: &Vec<f64>, _grid: &G) -> Result<SlotState, G::Error> {
+        Ok(self.slot_from(unit, base.clone())?)
+    }
+
+    fn encode_state(&self, state: &SlotState) -> Vec<u8> {
+        encode(&state.alpha)
+    }
+
+    fn decode_state<G: GridSource>(&self, unit: usize, bytes: &[u8], _grid: &G) -> Result<SlotState, G::Error> {
+        let alpha: Vec<f64> = decode(bytes, "cocoa slot state")?;
+        Ok(self.slot_from(unit, alpha)?)
+    }
+}

@@ -1,0 +1,223 @@
+//! CoCoA+ with an SDCA local solver (Ma, Smith, Jaggi, Jordan, Richtárik, Takáč, *Adding
+//! vs. Averaging in Distributed Primal-Dual Optimization*, ICML 2015; Chicle's slots and
+//! partitions, `../shared/papers/elastic-cocoa-chicle.txt`), on the algorithm interface.
+//!
+//! It minimizes `P(w) = sum_i loss(y_i, x_i.w) + l2 |w|^2` (the bias is an always-on feature
+//! of the grid, regularized like the others) through its dual, with `lambda = 2 l2`:
+//! `D(alpha) = -sum_i loss*(-alpha_i) - |X'alpha|^2 / (2 lambda)`, `w(alpha) = X'alpha / lambda`.
+//!
+//! One epoch: every slot k runs H SDCA passes over its rows on CoCoA+'s local subproblem
+//! with `sigma' = K`, from the shared vector `v = X'alpha` ([`CocoaPhase::LocalSolve`]); the
+//! master adds the slots' changes `X_k' delta_alpha_k` into `v` (adding, not averaging); then
+//! every slot sums its losses at `w = v / lambda` and its conjugates
+//! ([`CocoaPhase::Evaluate`]), and the master forms the primal, the dual and their gap.
+//! `P(w) - P* <= P(w) - D(alpha)`, so the gap certifies how far the model is from the
+//! optimum; the run stops when it is small relative to the primal.
+//!
+//! Determinism: a slot's coordinate order is seeded by (seed, epoch, pass, partition), its
+//! local arithmetic is sequential, and everything that crosses slots is an exact
+//! fixed-point sum. A run's bytes depend on the data, the parameters and K — not on which
+//! process ran which slot, in what order, or how often a slot was redone.
+
+pub mod config;
+pub mod kernel;
+pub mod layout;
+pub mod rows;
+pub mod solver;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+pub use config::CocoaConfig;
+pub use kernel::{CocoaKernel, CocoaPhase, SlotState};
+pub use state::{CocoaState, CocoaStep, EpochRecord};
+
+use crate::algorithm::{Algorithm, Iteration, Kernel, PhaseRequest, Progress, Reduction, Runner, StopReason};
+use crate::error::EngineError;
+use crate::fixed::from_fixed128;
+use crate::grid::BlockShape;
+use layout::Layout;
+
+pub struct Cocoa {
+    config: CocoaConfig,
+    kernel: CocoaKernel,
+    state: CocoaState,
+}
+
+impl Cocoa {
+    /// A run over a grid of blocks `shapes` and row shards of `shard_rows` rows.
+    pub fn new(config: CocoaConfig, shapes: &[BlockShape], shard_rows: Vec<usize>) -> Result<Self, EngineError> {
+        let mut block_offsets = vec![0];
+        for shape in shapes {
+            block_offsets.push(block_offsets.last().expect("starts non-empty") + shape.features);
+        }
+        let features = *block_offsets.last().expect("starts non-empty");
+        let layout = Layout::new(shard_rows, config.partitions() as usize, config.slots() as usize);
+        let rows = layout.rows();
+        if rows == 0 || rows > u32::MAX as usize {
+            return Err(EngineError::InvalidParameter { name: "rows", value: rows as f64, why: "must be in 1..2^32" });
+        }
+        if features > u32::MAX as usize {
+            return Err(EngineError::InvalidParameter {
+                name: "features",
+                value: features as f64,
+                why: "must be < 2^32",
+            });
+        }
+        let kernel = CocoaKernel {
+            loss: config.loss(),
+            lambda: config.lambda(),
+            sigma: config.slots() as f64,
+            local_passes: config.local_passes(),
+            seed: config.seed(),
+            layout,
+            block_offsets,
+        };
+        let state = CocoaState { epoch: 0, v: vec![0; features], alpha: vec![0.0; rows], history: Vec::new() };
+        Ok(Self { config, kernel, state })
+    }
+
+    /// A run over an in-memory grid.
+    pub fn for_grid(config: CocoaConfig, grid: &crate::grid::InMemoryGrid) -> Result<Self, EngineError> {
+        Self::new(config, &grid.shapes, grid.targets.iter().map(Vec::len).collect())
+    }
+
+    pub fn config(&self) -> &CocoaConfig {
+        &self.config
+    }
+
+    /// The model `w = v / lambda`, all features in one vector.
+    pub fn flat_weights(&self) -> Vec<f64> {
+        let lambda = self.config.lambda();
+        self.state.v.iter().map(|&v| from_fixed128(v) / lambda).collect()
+    }
+
+    /// The primal, dual and gap at the current state, from an [`CocoaPhase::Evaluate`].
+    fn evaluate<R: Runner<CocoaKernel>>(&self, runner: &mut R) -> Result<EpochRecord, R::Error> {
+        let w = self.flat_weights();
+        // |X'alpha|^2 / (2 lambda) = (lambda / 2) |w|^2 = l2 |w|^2 at w = v / lambda: one
+        // value for both objectives, so the gap carries no rounding of its own.
+        let penalty = self.config.l2() * w.iter().map(|x| x * x).sum::<f64>();
+        let request =
+            PhaseRequest { phase: CocoaPhase::Evaluate { w }, reduction: Reduction::Sum { len: 2 }, mutates: false };
+        let sums = runner.run(request)?.sums;
+        let (loss, conjugate) = (from_fixed128(sums.sums[0]), from_fixed128(sums.sums[1]));
+        Ok(EpochRecord::new(loss + penalty, -conjugate - penalty))
+    }
+}
+
+impl Algorithm for Cocoa {
+    type Kernel = CocoaKernel;
+    type State = CocoaState;
+    type Step = CocoaStep;
+
+    fn name(&self) -> &'static str {
+        "cocoa"
+    }
+
+    fn kernel(&self) -> &CocoaKernel {
+        &self.kernel
+    }
+
+    fn mirror(&self) -> Vec<f64> {
+        self.state.alpha.clone()
+    }
+
+    fn state(&self) -> &CocoaState {
+        &self.state
+    }
+
+    fn set_state(&mut self, state: CocoaState) {
+        self.state = state;
+    }
+
+    fn replay(&mut self, step: CocoaStep) -> Result<(), EngineError> {
+        let state = &mut self.state;
+        if step.epoch != state.epoch + 1 {
+            return Err(EngineError::Corrupt(format!(
+                "step to epoch {} replayed onto epoch {}",
+                step.epoch, state.epoch
+            )));
+        }
+        let bad_index = step.alpha.iter().any(|&(i, _)| i as usize >= state.alpha.len())
+            || step.v.iter().any(|&(j, _)| j as usize >= state.v.len());
+        if bad_index {
+            return Err(EngineError::Corrupt("step indexes beyond the state".into()));
+        }
+        step.alpha.iter().for_each(|&(i, a)| state.alpha[i as usize] = a);
+        step.v.iter().for_each(|&(j, v)| state.v[j as usize] = v);
+        state.history.push(step.record);
+        state.epoch = step.epoch;
+        Ok(())
+    }
+
+    /// One epoch: local solves, then the objectives.
+    fn next_iter<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Iteration<CocoaStep>, R::Error> {
+        let epoch = self.state.epoch;
+        let v: Vec<f64> = self.state.v.iter().map(|&x| from_fixed128(x)).collect();
+        let request = PhaseRequest {
+            phase: CocoaPhase::LocalSolve { epoch, v },
+            reduction: Reduction::RangeSum { len: self.kernel.features() },
+            mutates: true,
+        };
+        let output = runner.run(request)?;
+        if output.payloads.len() != self.kernel.units() {
+            let got = output.payloads.len();
+            return Err(EngineError::Corrupt(format!("{got} payloads for {} slots", self.kernel.units())).into());
+        }
+        let mut alpha_changes = Vec::new();
+        for (slot, payload) in output.payloads.iter().enumerate() {
+            let alpha = self.kernel.decode_payload(slot, payload)?;
+            let first = self.kernel.layout().slot_rows(slot).start;
+            for (i, (old, new)) in self.state.alpha[first..].iter_mut().zip(alpha).enumerate() {
+                if old.to_bits() != new.to_bits() {
+                    *old = new;
+                    alpha_changes.push(((first + i) as u32, new));
+                }
+            }
+        }
+        let mut v_changes = Vec::new();
+        for (j, (v, &change)) in self.state.v.iter_mut().zip(&output.sums.sums).enumerate() {
+            if change != 0 {
+                *v = v.wrapping_add(change);
+                v_changes.push((j as u32, *v));
+            }
+        }
+        let record = self.evaluate(runner)?;
+        self.state.history.push(record);
+        self.state.epoch = epoch + 1;
+        let step = CocoaStep { epoch: epoch + 1, alpha: alpha_changes, v: v_changes, record };
+        Ok(Iteration { epoch_done: true, step })
+    }
+
+    fn progress(&self) -> Progress {
+        let last = self.state.history.last();
+        Progress {
+            epoch: self.state.epoch,
+            objective: last.map(|r| r.primal),
+            gap: last.map(|r| r.gap),
+            // Any number of processes can serve the K slots; the elastic policy will set it.
+            desired_workers: None,
+        }
+    }
+
+    fn stop_reason(&self) -> Option<StopReason> {
+        let last = self.state.history.last();
+        if last.is_some_and(|r| r.gap.relative <= self.config.gap_tolerance()) {
+            Some(StopReason::GapReached)
+        } else if self.state.epoch >= self.config.max_epochs() {
+            Some(StopReason::MaxEpochs)
+        } else {
+            None
+        }
+    }
+
+    fn weights(&self) -> Vec<Vec<f64>> {
+        let w = self.flat_weights();
+        self.kernel.block_offsets.windows(2).map(|b| w[b[0]..b[1]].to_vec()).collect()
+    }
+
+    fn max_epochs(&self) -> u32 {
+        self.config.max_epochs()
+    }
+}

@@ -1,0 +1,129 @@
+//! A slot's rows as CSR, gathered from the grid's cells of the shards it overlaps.
+//!
+//! Features are renumbered locally (the slot's distinct features, ascending by global
+//! index), so the local vectors of a slot are as long as the features it sees, however
+//! many the model has.
+
+use super::layout::Layout;
+use crate::algorithm::GridSource;
+use crate::error::EngineError;
+use crate::loss::Loss;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotRows {
+    /// Row `i`'s non-zeros are `starts[i]..starts[i + 1]`.
+    starts: Vec<usize>,
+    /// Local feature of each non-zero.
+    features: Vec<u32>,
+    /// Value of each non-zero; `None` when all are 1 (binary data such as a9a).
+    values: Option<Vec<f64>>,
+    /// Global feature of each local one, ascending.
+    pub globals: Vec<u32>,
+    pub targets: Vec<f64>,
+    /// `|x_i|^2` of each row.
+    pub norms: Vec<f64>,
+}
+
+impl SlotRows {
+    /// Reads slot `slot`'s rows: global feature = the block's offset + the feature's index
+    /// within its block; within a row, non-zeros come block by block in cell order.
+    /// `block_offsets` has one entry per block and the feature count last.
+    pub fn gather<G: GridSource>(
+        layout: &Layout,
+        block_offsets: &[usize],
+        loss: Loss,
+        slot: usize,
+        grid: &G,
+    ) -> Result<Self, G::Error> {
+        let range = layout.slot_rows(slot);
+        let n = range.len();
+        // (row within the slot, global feature, value), gathered cell by cell.
+        let mut entries: Vec<(u32, u32, f64)> = Vec::new();
+        let mut targets = Vec::with_capacity(n);
+        let mut first = 0; // slot row of the shard part's first row
+        for part in layout.shard_parts(range) {
+            for (block, &offset) in block_offsets[..block_offsets.len() - 1].iter().enumerate() {
+                let cell = grid.cell(block, part.shard)?;
+                let from = cell.rows.partition_point(|&r| (r as usize) < part.rows.start);
+                let to = cell.rows.partition_point(|&r| (r as usize) < part.rows.end);
+                for k in from..to {
+                    let row = first + cell.rows[k] as usize - part.rows.start;
+                    let feature = offset + cell.feature_ids[cell.local[k] as usize] as usize;
+                    entries.push((row as u32, feature as u32, cell.value(k)));
+                }
+            }
+            let shard_targets = grid.targets(part.shard)?;
+            for &y in &shard_targets[part.rows.clone()] {
+                let valid = if loss.is_classification() { y == 1.0 || y == -1.0 } else { y.is_finite() };
+                if !valid {
+                    return Err(EngineError::LabelDomain {
+                        label: y,
+                        loss: loss.name(),
+                        domain: "targets of -1 or +1 (or finite for squared loss)",
+                    }
+                    .into());
+                }
+                targets.push(y);
+            }
+            first += part.rows.len();
+        }
+        Ok(Self::from_entries(n, entries, targets))
+    }
+
+    /// CSR from `(row, global feature, value)` entries: a stable counting sort by row keeps
+    /// each row's non-zeros in the order they were gathered.
+    fn from_entries(n: usize, entries: Vec<(u32, u32, f64)>, targets: Vec<f64>) -> Self {
+        let mut globals: Vec<u32> = entries.iter().map(|e| e.1).collect();
+        globals.sort_unstable();
+        globals.dedup();
+        let mut starts = vec![0usize; n + 1];
+        for e in &entries {
+            starts[e.0 as usize + 1] += 1;
+        }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut features = vec![0u32; entries.len()];
+        let mut values = vec![0f64; entries.len()];
+        for &(row, global, value) in &entries {
+            let at = next[row as usize];
+            next[row as usize] += 1;
+            features[at] = globals.binary_search(&global).expect("listed above") as u32;
+            values[at] = value;
+        }
+        let norms = (0..n).map(|i| values[starts[i]..starts[i + 1]].iter().map(|x| x * x).sum()).collect();
+        let values = if values.iter().all(|&x| x == 1.0) { None } else { Some(values) };
+        Self { starts, features, values, globals, targets, norms }
+    }
+
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// `x_i . z` for a vector `z` over the local features.
+    #[inline]
+    pub fn dot(&self, i: usize, z: &[f64]) -> f64 {
+        let range = self.starts[i]..self.starts[i + 1];
+        let features = &self.features[range.clone()];
+        match &self.values {
+            None => features.iter().map(|&j| z[j as usize]).sum(),
+            Some(values) => features.iter().zip(&values[range]).map(|(&j, &x)| z[j as usize] * x).sum(),
+        }
+    }
+
+    /// `z += scale * x_i`.
+    #[inline]
+    pub fn add_to(&self, i: usize, scale: f64, z: &mut [f64]) {
+        let range = self.starts[i]..self.starts[i + 1];
+        let features = &self.features[range.clone()];
+        match &self.values {
+            None => features.iter().for_each(|&j| z[j as usize] += scale),
+            Some(values) => features.iter().zip(&values[range]).for_each(|(&j, &x)| z[j as usize] += scale * x),
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! What a CoCoA checkpoint holds, and what one epoch changes in it.
+
+use crate::algorithm::Gap;
+use serde::{Deserialize, Serialize};
+
+/// Everything a run resumes from bit for bit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CocoaState {
+    /// Epochs completed.
+    pub epoch: u32,
+    /// The shared vector `v = X'alpha`, as exact fixed-point sums (2^-64), per feature.
+    pub v: Vec<i128>,
+    /// Every row's dual variable, in global row order.
+    pub alpha: Vec<f64>,
+    /// Primal, dual and gap after each completed epoch.
+    pub history: Vec<EpochRecord>,
+}
+
+/// The objectives after one epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// `P(w) = sum loss + l2 |w|^2` at `w = v / lambda`.
+    pub primal: f64,
+    /// `D(alpha) = -sum loss*(-alpha) - |v|^2 / (2 lambda)`.
+    pub dual: f64,
+    pub gap: Gap,
+}
+
+impl EpochRecord {
+    pub fn new(primal: f64, dual: f64) -> Self {
+        let absolute = primal - dual;
+        let relative = if primal != 0.0 {
+            absolute / primal.abs()
+        } else if absolute == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+        Self { primal, dual, gap: Gap { absolute, relative } }
+    }
+}
+
+/// What one epoch changed: replayed onto the state it followed, it gives the next state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CocoaStep {
+    /// The epoch count after the step.
+    pub epoch: u32,
+    /// `(row, new dual variable)` for every dual variable that changed.
+    pub alpha: Vec<(u32, f64)>,
+    /// `(feature, new exact value)` for every entry of `v` that changed.
+    pub v: Vec<(u32, i128)>,
+    pub record: EpochRecord,
+}

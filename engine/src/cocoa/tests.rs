@@ -1,0 +1,277 @@
+//! CoCoA on small synthetic grids against direct solvers (closed-form ridge, dense Newton),
+//! its duality gap against the true distance to the optimum, and its determinism.
+
+use super::*;
+use crate::algorithm::{Algorithm, Kernel, encode};
+use crate::grid::{Cell, InMemoryGrid};
+use crate::loss::Loss;
+use crate::reference;
+use crate::rng::SplitMix64;
+use crate::runner::LocalRunner;
+
+const ROWS: usize = 600;
+const SHARD: usize = 90; // not a divisor of ROWS, and slot boundaries fall inside shards
+/// Features per block: two one-hot blocks, a set-valued block, a real-valued one, the bias.
+const BLOCKS: [usize; 5] = [8, 5, 6, 1, 1];
+
+struct Problem {
+    grid: InMemoryGrid,
+    rows: Vec<Vec<(usize, f64)>>,
+    targets: Vec<f64>,
+    features: usize,
+}
+
+fn problem(loss: Loss, seed: u64) -> Problem {
+    let mut rng = SplitMix64::new(seed);
+    let uniform = |rng: &mut SplitMix64| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let offsets: Vec<usize> = BLOCKS.iter().scan(0, |s, &b| Some(std::mem::replace(s, *s + b))).collect();
+    let features: usize = BLOCKS.iter().sum();
+    let truth: Vec<f64> = (0..features).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
+    let mut per_block: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); BLOCKS.len()];
+    let (mut rows, mut targets) = (Vec::new(), Vec::new());
+    for i in 0..ROWS {
+        let mut row = Vec::new();
+        let mut push = |block: usize, feature: usize, value: f64| {
+            row.push((offsets[block] + feature, value));
+            per_block[block].push((i as u32, feature as u32, value));
+        };
+        push(0, rng.below(8), 1.0);
+        if uniform(&mut rng) < 0.8 {
+            push(1, rng.below(5), 1.0);
+        }
+        let mut set: Vec<usize> = (0..rng.below(4)).map(|_| rng.below(6)).collect();
+        set.sort_unstable();
+        set.dedup();
+        set.into_iter().for_each(|f| push(2, f, 1.0));
+        push(3, 0, uniform(&mut rng) * 3.0 - 1.5);
+        push(4, 0, 1.0);
+        let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
+        targets.push(match loss {
+            Loss::Squared => margin + uniform(&mut rng) - 0.5,
+            _ if uniform(&mut rng) < 1.0 / (1.0 + (-2.0 * margin).exp()) => 1.0,
+            _ => -1.0,
+        });
+        rows.push(row);
+    }
+    let shards = ROWS.div_ceil(SHARD);
+    let cells = per_block
+        .iter()
+        .map(|entries| {
+            (0..shards)
+                .map(|s| {
+                    let (lo, hi) = ((s * SHARD) as u32, ((s + 1) * SHARD) as u32);
+                    Cell::from_triples(
+                        entries.iter().filter(|e| e.0 >= lo && e.0 < hi).map(|&(r, f, v)| (r - lo, f, v)).collect(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let shapes = BLOCKS
+        .iter()
+        .map(|&features| crate::grid::BlockShape { features, pure: false, max_abs: vec![1.5; features] })
+        .collect();
+    let grid = InMemoryGrid { shapes, cells, targets: targets.chunks(SHARD).map(<[f64]>::to_vec).collect() };
+    Problem { grid, rows, targets, features }
+}
+
+fn config(loss: Loss, l2: f64, slots: u32, passes: u32, epochs: u32, gap: f64) -> CocoaConfig {
+    CocoaConfig::new(loss, l2, slots, passes, epochs, gap, 11).unwrap()
+}
+
+/// Runs to the stopping rule on `threads` threads; returns the algorithm.
+fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> Cocoa {
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, threads);
+    while cocoa.stop_reason().is_none() {
+        cocoa.next_iter(&mut runner).unwrap();
+    }
+    cocoa
+}
+
+fn relative(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs()
+}
+
+/// The dual objective recomputed from the rows and alpha alone (X'alpha summed densely).
+fn dual_from_rows(loss: Loss, problem: &Problem, alpha: &[f64], l2: f64) -> f64 {
+    let mut xa = vec![0.0; problem.features];
+    for (row, &a) in problem.rows.iter().zip(alpha) {
+        row.iter().for_each(|&(j, x)| xa[j] += a * x);
+    }
+    let conjugates: f64 = problem.targets.iter().zip(alpha).map(|(&y, &a)| loss.conjugate(y, -a)).sum();
+    -conjugates - xa.iter().map(|x| x * x).sum::<f64>() / (4.0 * l2)
+}
+
+#[test]
+fn squared_loss_reaches_closed_form_ridge() {
+    let problem = problem(Loss::Squared, 1);
+    let l2 = 0.5;
+    let ridge = reference::ridge(&problem.rows, &problem.targets, problem.features, l2);
+    let best = reference::objective(Loss::Squared, &problem.rows, &problem.targets, &ridge, l2);
+    for slots in [1, 3] {
+        let cocoa = train(&problem, config(Loss::Squared, l2, slots, 2, 60000, 1e-12), 2);
+        assert_eq!(cocoa.stop_reason(), Some(StopReason::GapReached), "K={slots}");
+        let w = cocoa.flat_weights();
+        let reached = reference::objective(Loss::Squared, &problem.rows, &problem.targets, &w, l2);
+        assert!(relative(reached, best) <= 1e-10, "K={slots}: {reached} vs ridge {best}");
+        let off = w.iter().zip(&ridge).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(off <= 1e-5, "K={slots}: weights differ from ridge by {off}");
+    }
+}
+
+#[test]
+fn logistic_loss_reaches_the_newton_optimum() {
+    let problem = problem(Loss::Logistic, 2);
+    let l2 = 0.1;
+    let newton = reference::logistic(&problem.rows, &problem.targets, problem.features, l2);
+    let best = reference::objective(Loss::Logistic, &problem.rows, &problem.targets, &newton, l2);
+    for slots in [1, 4] {
+        let cocoa = train(&problem, config(Loss::Logistic, l2, slots, 1, 20000, 1e-11), 2);
+        assert_eq!(cocoa.stop_reason(), Some(StopReason::GapReached), "K={slots}");
+        let reached = cocoa.progress().objective.unwrap();
+        assert!(relative(reached, best) <= 1e-10, "K={slots}: {reached} vs Newton {best}");
+    }
+}
+
+/// Every epoch: the reported primal and dual equal the objectives recomputed from the
+/// rows; the gap bounds the true distance to the optimum; the dual never decreases
+/// (CoCoA+ with sigma' = K and exact coordinate steps ascends); the gap ends near 0.
+#[test]
+fn the_gap_certifies_the_distance_to_the_optimum_every_epoch() {
+    for (loss, l2) in [(Loss::Squared, 0.5), (Loss::Logistic, 0.1), (Loss::Hinge, 0.1)] {
+        let problem = problem(loss, 3);
+        let optimum = match loss {
+            Loss::Squared => {
+                let w = reference::ridge(&problem.rows, &problem.targets, problem.features, l2);
+                Some(reference::objective(loss, &problem.rows, &problem.targets, &w, l2))
+            }
+            Loss::Logistic => {
+                let w = reference::logistic(&problem.rows, &problem.targets, problem.features, l2);
+                Some(reference::objective(loss, &problem.rows, &problem.targets, &w, l2))
+            }
+            Loss::Hinge => None, // no direct solver here; a9a is checked against LIBLINEAR
+        };
+        for slots in [1, 2, 4] {
+            let mut cocoa = Cocoa::for_grid(config(loss, l2, slots, 1, 60000, 1e-9), &problem.grid).unwrap();
+            let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
+            let mut previous_dual = f64::NEG_INFINITY;
+            while cocoa.stop_reason().is_none() {
+                cocoa.next_iter(&mut runner).unwrap();
+                let record = *cocoa.state().history.last().unwrap();
+                let w = cocoa.flat_weights();
+                let primal = reference::objective(loss, &problem.rows, &problem.targets, &w, l2);
+                let dual = dual_from_rows(loss, &problem, &cocoa.state().alpha, l2);
+                let scale = primal.abs();
+                let epoch = cocoa.state().epoch;
+                let at = format!("{loss:?} K={slots} epoch {epoch}");
+                assert!((record.primal - primal).abs() <= 1e-12 * scale, "{at}: primal {} vs {primal}", record.primal);
+                assert!((record.dual - dual).abs() <= 1e-11 * scale, "{at}: dual {} vs {dual}", record.dual);
+                if let Some(optimum) = optimum {
+                    let distance = record.primal - optimum;
+                    assert!(record.gap.absolute >= distance - 1e-11 * scale, "{at}: gap {:?} < {distance}", record.gap);
+                }
+                assert!(
+                    record.dual >= previous_dual - 1e-12 * scale,
+                    "{at}: dual fell {previous_dual} -> {}",
+                    record.dual
+                );
+                previous_dual = record.dual;
+            }
+            assert_eq!(cocoa.stop_reason(), Some(StopReason::GapReached), "{loss:?} K={slots}");
+        }
+    }
+}
+
+fn weights_bits(cocoa: &Cocoa) -> Vec<u64> {
+    cocoa.flat_weights().iter().map(|w| w.to_bits()).collect()
+}
+
+#[test]
+fn bytes_depend_on_data_parameters_and_k_only() {
+    for loss in [Loss::Logistic, Loss::Hinge, Loss::Squared] {
+        let problem = problem(loss, 4);
+        let config = config(loss, 0.2, 4, 2, 15, 0.0);
+        let one = train(&problem, config, 1);
+        let three = train(&problem, config, 3);
+        let again = train(&problem, config, 3);
+        assert_eq!(weights_bits(&one), weights_bits(&three), "{loss:?}");
+        assert_eq!(encode(one.state()), encode(three.state()), "{loss:?}");
+        assert_eq!(encode(three.state()), encode(again.state()), "{loss:?}");
+        let other_k = train(&problem, super::tests::config(loss, 0.2, 2, 2, 15, 0.0), 3);
+        assert_ne!(weights_bits(&one), weights_bits(&other_k), "{loss:?}: K changes the run");
+    }
+}
+
+/// A slot redone from the committed state gives the bytes of an undisturbed run: after
+/// some epochs every unit is rebuilt from the mirror (as a restarted worker would), or
+/// handed over as bytes, and the run goes on.
+#[test]
+fn slots_rebuilt_from_committed_duals_give_identical_runs() {
+    for loss in [Loss::Logistic, Loss::Hinge] {
+        let problem = problem(loss, 5);
+        let config = config(loss, 0.2, 3, 2, 12, 0.0).with_partitions(6).unwrap();
+        let undisturbed = train(&problem, config, 2);
+        let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+        let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
+        for epoch in 0..12 {
+            cocoa.next_iter(&mut runner).unwrap();
+            if epoch % 4 == 1 {
+                runner.restore_all(&cocoa.mirror()).unwrap();
+            }
+        }
+        assert_eq!(weights_bits(&undisturbed), weights_bits(&cocoa), "{loss:?}");
+        assert_eq!(encode(undisturbed.state()), encode(cocoa.state()), "{loss:?}");
+        // Handover: a slot's state as bytes decodes to the same duals.
+        let kernel = cocoa.kernel();
+        for (slot, state) in runner.states().enumerate() {
+            let state = state.unwrap();
+            let handed = kernel.decode_state(slot, &kernel.encode_state(state), &problem.grid).unwrap();
+            assert_eq!(handed.alpha, state.alpha);
+            assert_eq!(handed.alpha, kernel.unit_base(&cocoa.mirror(), slot));
+        }
+        assert!(kernel.decode_state(0, &encode(&vec![0.0f64; 5]), &problem.grid).is_err(), "wrong length accepted");
+        assert!(kernel.decode_state(0, &[0xff, 0xff], &problem.grid).is_err(), "garbage accepted");
+    }
+}
+
+#[test]
+fn replayed_steps_rebuild_the_state() {
+    let problem = problem(Loss::Logistic, 6);
+    let config = config(Loss::Logistic, 0.2, 2, 1, 6, 0.0);
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
+    let mut steps = Vec::new();
+    while cocoa.stop_reason().is_none() {
+        let step = cocoa.next_iter(&mut runner).unwrap().step;
+        // Steps go through a checkpoint as bytes.
+        steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
+    }
+    assert_eq!(cocoa.stop_reason(), Some(StopReason::MaxEpochs));
+    let mut replayed = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let last = steps.pop().unwrap();
+    for step in steps {
+        replayed.replay(step).unwrap();
+    }
+    assert!(replayed.replay(CocoaStep { epoch: 9, ..last.clone() }).is_err());
+    replayed.replay(last).unwrap();
+    assert_eq!(replayed.state(), cocoa.state());
+    assert_eq!(replayed.weights(), cocoa.weights());
+    assert_eq!(cocoa.weights().iter().map(Vec::len).collect::<Vec<_>>(), BLOCKS.to_vec());
+}
+
+/// The gap curves of K = 1, 2, 4 (printed with --nocapture): more slots, slower per epoch.
+#[test]
+fn more_slots_need_more_epochs() {
+    let problem = problem(Loss::Logistic, 7);
+    let epochs: Vec<u32> = [1, 2, 4]
+        .iter()
+        .map(|&slots| {
+            let cocoa = train(&problem, config(Loss::Logistic, 0.05, slots, 1, 5000, 1e-8), 2);
+            let curve: Vec<String> = cocoa.state().history.iter().map(|r| format!("{:.2e}", r.gap.relative)).collect();
+            println!("K={slots}: {}", curve.join(" "));
+            cocoa.state().epoch
+        })
+        .collect();
+    assert!(epochs[0] <= epochs[1] && epochs[1] <= epochs[2], "epochs to 1e-8 for K=1,2,4: {epochs:?}");
+}
