@@ -25,12 +25,17 @@ pub struct Cli {
 enum AlgorithmArg {
     /// Scalable Coordinate Descent: the same model bytes for any worker count.
     Scd,
+    /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
+    /// the slot count K (--slots), not on how many processes serve the slots.
+    Cocoa,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LossArg {
     Logistic,
     Squared,
+    /// Linear SVM (CoCoA only).
+    Hinge,
 }
 
 /// What to train: shared by `train` and `master`.
@@ -54,9 +59,19 @@ struct TrainArgs {
     /// Stop when 3 epochs together lower the objective by less than this fraction of it.
     #[arg(long, default_value_t = 1e-9)]
     tolerance: f64,
-    /// Seed of the block order.
+    /// Seed of the block order (SCD) or of the coordinate orders (CoCoA).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// CoCoA: the number of local problems K the rows are split into (default: --workers,
+    /// or 1 in one process). The model depends on K, not on the processes serving them.
+    #[arg(long)]
+    slots: Option<usize>,
+    /// CoCoA: SDCA passes over a slot's rows per epoch (H).
+    #[arg(long, default_value_t = 1)]
+    local_passes: u32,
+    /// CoCoA: stop once the duality gap relative to the primal objective is at most this.
+    #[arg(long, default_value_t = 1e-6)]
+    gap_tolerance: f64,
     /// Write a convergence plot (SVG).
     #[arg(long)]
     plot: Option<String>,
@@ -70,16 +85,24 @@ impl TrainArgs {
         let loss = match self.loss {
             LossArg::Logistic => Loss::Logistic,
             LossArg::Squared => Loss::Squared,
+            LossArg::Hinge => Loss::Hinge,
         };
         let algorithm = match self.algorithm {
             AlgorithmArg::Scd => AlgorithmName::Scd,
+            AlgorithmArg::Cocoa => AlgorithmName::Cocoa,
         };
-        let TrainArgs { data, model, l2, l1, epochs, tolerance, seed, plot, trace, .. } = self;
+        let slots = self.slots.unwrap_or(workers.max(1));
+        let TrainArgs {
+            data, model, l2, l1, epochs, tolerance, seed, plot, trace, local_passes, gap_tolerance, ..
+        } = self;
         train::TrainOptions {
             data,
             model,
             algorithm,
             loss,
+            slots,
+            local_passes,
+            gap_tolerance,
             l2,
             l1,
             epochs,
@@ -332,6 +355,7 @@ pub fn parse_loss(name: &str) -> Option<Loss> {
     match name {
         "squared" => Some(Loss::Squared),
         "logistic" => Some(Loss::Logistic),
+        "hinge" => Some(Loss::Hinge),
         _ => None,
     }
 }

@@ -11,6 +11,7 @@ use crate::progress::Progress;
 use crate::storage;
 use crate::train::TrainOptions;
 use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner, StopReason};
+use linea_engine::cocoa::{Cocoa, CocoaConfig};
 use linea_engine::scd::{Scd, ScdConfig};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -63,6 +64,20 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                     .fitted_to(layout.shapes.len(), layout.manifest.rows);
             then.run(Scd::new(config, layout.shapes.clone(), shards))
         }
+        AlgorithmName::Cocoa => {
+            let slots = options.slots.max(1) as u32;
+            let config = CocoaConfig::new(
+                options.loss,
+                options.l2,
+                slots,
+                options.local_passes,
+                options.epochs,
+                options.gap_tolerance,
+                options.seed,
+            )?;
+            let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
+            then.run(Cocoa::new(config, &layout.shapes, rows)?)
+        }
     }
 }
 
@@ -71,6 +86,7 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
 #[serde(rename_all = "lowercase")]
 pub enum AlgorithmName {
     Scd,
+    Cocoa,
 }
 
 pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &Progress) {
@@ -113,8 +129,7 @@ where
         let report = algorithm.progress();
         let objective = report.objective.unwrap_or(f64::NAN);
         let seconds = earlier + started.elapsed().as_secs_f64();
-        if trace.is_empty() {
-            let objective = report.initial_objective.unwrap_or(f64::NAN);
+        if let (true, Some(objective)) = (trace.is_empty(), report.initial_objective) {
             trace.push(EpochPoint { epoch: 0, seconds: 0.0, objective, gap: report.initial_gap });
         }
         trace.push(EpochPoint { epoch: report.epoch, seconds, objective, gap: report.gap });

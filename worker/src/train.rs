@@ -19,6 +19,12 @@ pub struct TrainOptions {
     pub model: String,
     pub algorithm: AlgorithmName,
     pub loss: Loss,
+    /// CoCoA's K: the local problems the rows are split into (the model depends on it).
+    pub slots: usize,
+    /// CoCoA's H: SDCA passes over a slot's rows per epoch.
+    pub local_passes: u32,
+    /// CoCoA stops once the duality gap relative to the primal is at most this.
+    pub gap_tolerance: f64,
     pub l2: f64,
     pub l1: f64,
     pub epochs: u32,
@@ -39,6 +45,9 @@ impl TrainOptions {
             model: model.to_string(),
             algorithm: AlgorithmName::Scd,
             loss,
+            slots: 1,
+            local_passes: 1,
+            gap_tolerance: 1e-6,
             l2: 1.0,
             l1: 0.0,
             epochs: 100,

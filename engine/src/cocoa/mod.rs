@@ -198,6 +198,7 @@ impl Algorithm for Cocoa {
             gap: last.map(|r| r.gap),
             // Any number of processes can serve the K slots; the elastic policy will set it.
             desired_workers: None,
+            ..Progress::default()
         }
     }
 

@@ -204,7 +204,7 @@ impl<K: Kernel> Server<K> {
 fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
     let manifest = serde_json::to_vec(&layout.manifest).expect("serializes");
     format!(
-        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|manifest-crc32c:{:08x}",
+        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|manifest-crc32c:{:08x}",
         options.algorithm,
         options.loss.name(),
         options.l2,
@@ -212,6 +212,9 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
         options.epochs,
         options.tolerance,
         options.seed,
+        options.slots,
+        options.local_passes,
+        options.gap_tolerance,
         crc32c::crc32c(&manifest)
     )
 }
