@@ -71,6 +71,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
     let loaded = gridload::load(storage.as_ref(), options.loss)?;
     describe_grid(&loaded.layout, &options.data, started, progress);
     let config = config.fitted_to(loaded.layout.shapes.len(), loaded.layout.manifest.rows);
+    let config = loaded.layout.manifest.fit_ranges(config);
     let (scd, trace, seconds) = run(&loaded, config, options.threads, progress, |_, _| {})?;
     finish(options, &loaded.layout, &scd, trace, seconds)
 }
@@ -96,7 +97,14 @@ pub fn finish(
     trace: Vec<EpochPoint>,
     seconds: f64,
 ) -> Result<TrainSummary> {
-    let objective = *scd.state.objectives.last().expect("at least one epoch");
+    // Training ran on targets in the grid's scale; the model and objectives are reported in
+    // the labels' own units (exactly: the scale is a power of two).
+    let scale = layout.manifest.target_scale(options.loss);
+    let objective = scale.unscale_objective(*scd.state.objectives.last().expect("at least one epoch"));
+    let trace: Vec<EpochPoint> =
+        trace.into_iter().map(|p| EpochPoint { objective: scale.unscale_objective(p.objective), ..p }).collect();
+    let theta: Vec<Vec<f64>> =
+        scd.state.theta.iter().map(|b| b.iter().map(|&w| scale.unscale_weight(w)).collect()).collect();
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
         algorithm: "scd".to_string(),
@@ -111,9 +119,10 @@ pub fn finish(
             objective,
             tolerance: options.tolerance,
             seed: options.seed,
+            target_scale: scale,
         },
     };
-    let model_bytes = render_model(&header, layout, &scd.state.theta);
+    let model_bytes = render_model(&header, layout, &theta);
     storage::write_file(&options.model, &model_bytes)?;
     let summary =
         TrainSummary { objective, epochs: scd.state.epoch, seconds, nnz: layout.manifest.nnz, trace, model_bytes };

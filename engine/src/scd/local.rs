@@ -2,7 +2,7 @@
 
 use super::{Executor, coarse, kernels};
 use crate::error::EngineError;
-use crate::fixed::ExactSums;
+use crate::fixed::{ExactSums, Quantity, SumRange};
 use crate::grid::{BlockShape, Cell};
 use crate::loss::Loss;
 use rayon::prelude::*;
@@ -58,28 +58,35 @@ impl<'g> LocalExecutor<'g> {
 }
 
 impl LocalExecutor<'_> {
+    /// The proven range of sums over this grid's row shards.
+    fn range(&self) -> SumRange {
+        SumRange::for_partials(self.grid.targets.len())
+    }
+
     /// Runs `kernel` on every shard (with all its cells) and sums the results exactly.
     fn per_shard(
         &self,
         blocks: bool,
+        quantity: Quantity,
         kernel: impl Fn(usize, &[&Cell], &[&[i64]], &[f64], &[i64], Loss) -> Vec<f64> + Sync,
     ) -> Result<ExactSums, EngineError> {
-        let (grid, loss, predictions) = (self.grid, self.loss, &self.predictions);
-        Ok(self.pool.install(|| {
+        let (grid, loss, predictions, range) = (self.grid, self.loss, &self.predictions, self.range());
+        self.pool.install(|| {
             (0..grid.targets.len())
                 .into_par_iter()
                 .map(|shard| {
                     let cells: Vec<&Cell> =
                         if blocks { grid.cells.iter().map(|b| &b[shard]).collect() } else { Vec::new() };
                     let snapshots: Vec<&[i64]> = self.snapshots.iter().map(|s| s[shard].as_slice()).collect();
-                    kernels::exact(&kernel(shard, &cells, &snapshots, &grid.targets[shard], &predictions[shard], loss))
+                    let partial = kernel(shard, &cells, &snapshots, &grid.targets[shard], &predictions[shard], loss);
+                    range.exact(quantity, &partial)
                 })
-                .reduce_with(|mut a, b| {
+                .try_reduce_with(|mut a, b| {
                     a.add(&b);
-                    a
+                    Ok(a)
                 })
-                .unwrap_or_default()
-        }))
+                .unwrap_or(Ok(ExactSums::default()))
+        })
     }
 }
 
@@ -88,51 +95,47 @@ impl Executor for LocalExecutor<'_> {
 
     fn statistics(&mut self, block: usize) -> Result<(ExactSums, ExactSums), EngineError> {
         let (grid, loss, predictions) = (self.grid, self.loss, &self.predictions);
-        let features = grid.shapes[block].features;
-        Ok(self.pool.install(|| {
+        let (features, range) = (grid.shapes[block].features, self.range());
+        self.pool.install(|| {
             grid.cells[block]
                 .par_iter()
                 .enumerate()
-                .fold(
+                .try_fold(
                     || (ExactSums::zeros(features), ExactSums::zeros(features)),
                     |(mut g, mut h), (shard, cell)| {
                         let local = kernels::cell_statistics(cell, &grid.targets[shard], &predictions[shard], loss);
-                        kernels::accumulate_statistics(cell, local, &mut g.sums, &mut h.sums);
-                        (g, h)
+                        kernels::accumulate_statistics(&range, cell, local, &mut g.sums, &mut h.sums)?;
+                        Ok((g, h))
                     },
                 )
-                .reduce(
+                .try_reduce(
                     || (ExactSums::zeros(features), ExactSums::zeros(features)),
                     |(mut g, mut h), (g2, h2)| {
                         g.add(&g2);
                         h.add(&h2);
-                        (g, h)
+                        Ok((g, h))
                     },
                 )
-        }))
+        })
     }
 
     fn direction_sums(&mut self, block: usize, delta: &[f64]) -> Result<ExactSums, EngineError> {
-        let (grid, loss, predictions) = (self.grid, self.loss, &self.predictions);
-        Ok(self.pool.install(|| {
+        let (grid, loss, predictions, range) = (self.grid, self.loss, &self.predictions, self.range());
+        self.pool.install(|| {
             grid.cells[block]
                 .par_iter()
                 .enumerate()
                 .map(|(shard, cell)| {
-                    kernels::exact(&kernels::cell_direction_sums(
-                        cell,
-                        delta,
-                        &grid.targets[shard],
-                        &predictions[shard],
-                        loss,
-                    ))
+                    let partial =
+                        kernels::cell_direction_sums(cell, delta, &grid.targets[shard], &predictions[shard], loss);
+                    range.exact(Quantity::LineSearch, &partial)
                 })
-                .reduce_with(|mut a, b| {
+                .try_reduce_with(|mut a, b| {
                     a.add(&b);
-                    a
+                    Ok(a)
                 })
-                .unwrap_or_default()
-        }))
+                .unwrap_or(Ok(ExactSums::default()))
+        })
     }
 
     fn update_predictions(&mut self, block: usize, old: &[f64], new: &[f64]) -> Result<(), EngineError> {
@@ -147,14 +150,14 @@ impl Executor for LocalExecutor<'_> {
     }
 
     fn coarse_statistics(&mut self, blocks: bool, hessian_stride: usize) -> Result<ExactSums, EngineError> {
-        self.per_shard(blocks, |shard, cells, snapshots, targets, predictions, loss| {
+        self.per_shard(blocks, Quantity::Coarse, |shard, cells, snapshots, targets, predictions, loss| {
             let hessian = coarse::takes_hessian(shard, hessian_stride);
             coarse::shard_coarse_statistics(cells, snapshots, targets, predictions, loss, hessian)
         })
     }
 
     fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64]) -> Result<ExactSums, EngineError> {
-        self.per_shard(blocks, |_, cells, snapshots, targets, predictions, loss| {
+        self.per_shard(blocks, Quantity::LineSearch, |_, cells, snapshots, targets, predictions, loss| {
             coarse::shard_coarse_direction_sums(cells, snapshots, t, targets, predictions, loss)
         })
     }
@@ -168,13 +171,13 @@ impl Executor for LocalExecutor<'_> {
     }
 
     fn loss_sum(&mut self) -> Result<i128, EngineError> {
-        let (grid, loss, predictions) = (self.grid, self.loss, &self.predictions);
-        Ok(self.pool.install(|| {
+        let (grid, loss, predictions, range) = (self.grid, self.loss, &self.predictions, self.range());
+        self.pool.install(|| {
             predictions
                 .par_iter()
                 .zip(&grid.targets)
-                .map(|(p, t)| kernels::shard_loss_sum(t, p, loss))
-                .reduce(|| 0, i128::wrapping_add)
-        }))
+                .map(|(p, t)| kernels::shard_loss_sum(&range, t, p, loss))
+                .try_reduce(|| 0, |a, b| Ok(a.wrapping_add(b)))
+        })
     }
 }

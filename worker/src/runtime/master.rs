@@ -443,7 +443,7 @@ pub fn run(
     let config = train.config()?;
     let layout = Layout::read(storage::open(&train.data)?.as_ref())?;
     train::describe_grid(&layout, &train.data, started, progress);
-    let config = config.fitted_to(layout.shapes.len(), layout.manifest.rows);
+    let config = layout.manifest.fit_ranges(config.fitted_to(layout.shapes.len(), layout.manifest.rows));
     let mut scd = Scd::new(config, layout.shapes.clone());
     let checkpoints = options.checkpoint.as_deref().map(|c| Checkpoints::open(c, fingerprint(&config, &layout)));
     let checkpoints = checkpoints.transpose()?;
@@ -495,7 +495,8 @@ pub fn run(
             };
             hub.set_status(|s| {
                 s.epoch = scd.state.epoch;
-                s.objective = *scd.state.objectives.last().expect("an epoch ran");
+                let objective = *scd.state.objectives.last().expect("an epoch ran");
+                s.objective = layout.manifest.target_scale(train.loss).unscale_objective(objective);
                 s.examples_per_second = rows / seconds.max(1e-9);
             });
             Ok(())

@@ -14,6 +14,7 @@ use super::wire;
 use super::worker_state::{Grid, ModelAt, Partial, ShardState, rebuild};
 use crate::error::{LineaError, Result};
 use linea_engine::Loss;
+use linea_engine::fixed::{Quantity, SumRange};
 use linea_engine::grid::Cell;
 use linea_engine::scd::{coarse, kernels};
 use std::collections::HashMap;
@@ -279,7 +280,10 @@ impl WorkerCore {
             }
             (0..grid.manifest.blocks.len()).map(|b| self.cell(b, shard)).collect()
         };
-        let exact = |partial: Vec<f64>| wire::from_i128s(&kernels::exact(&partial).sums);
+        let range = SumRange::for_partials(grid.manifest.shards.len());
+        let exact = |quantity, partial: Vec<f64>| -> Result<Vec<u8>, ItemError> {
+            Ok(wire::from_i128s(&range.exact(quantity, &partial)?.sums))
+        };
         Ok(match &phase.kind {
             phase::Kind::Statistics(s) => {
                 let cell = self.cell(s.block as usize, shard)?;
@@ -294,13 +298,14 @@ impl WorkerCore {
                     gradient: vec![0; features],
                     curvature: vec![0; features],
                 });
-                kernels::accumulate_statistics(&cell, local, &mut partial.gradient, &mut partial.curvature);
+                kernels::accumulate_statistics(&range, &cell, local, &mut partial.gradient, &mut partial.curvature)?;
                 partial.shards.push(item.shard);
                 Vec::new()
             }
             phase::Kind::Direction(d) => {
                 let cell = self.cell(d.block as usize, shard)?;
-                exact(kernels::cell_direction_sums(&cell, &phase.vectors[0], &targets, &state.predictions, loss))
+                let sums = kernels::cell_direction_sums(&cell, &phase.vectors[0], &targets, &state.predictions, loss);
+                exact(Quantity::LineSearch, sums)?
             }
             phase::Kind::Update(u) => {
                 let cell = self.cell(u.block as usize, shard)?;
@@ -308,7 +313,9 @@ impl WorkerCore {
                 state.version += 1;
                 Vec::new()
             }
-            phase::Kind::Loss(_) => wire::from_i128s(&[kernels::shard_loss_sum(&targets, &state.predictions, loss)]),
+            phase::Kind::Loss(_) => {
+                wire::from_i128s(&[kernels::shard_loss_sum(&range, &targets, &state.predictions, loss)?])
+            }
             phase::Kind::Snapshot(s) => {
                 state.snapshots.push(state.predictions.clone());
                 if state.snapshots.len() > s.keep as usize {
@@ -322,14 +329,18 @@ impl WorkerCore {
                 let cells: Vec<&linea_engine::grid::Cell> = cells.iter().map(|c| c.as_ref()).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
                 let hessian = coarse::takes_hessian(shard, c.hessian_stride as usize);
-                exact(coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian))
+                let sums =
+                    coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian);
+                exact(Quantity::Coarse, sums)?
             }
             phase::Kind::CoarseDirection(c) => {
                 let cells = all_cells(c.blocks)?;
                 let cells: Vec<&linea_engine::grid::Cell> = cells.iter().map(|c| c.as_ref()).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
                 let t = &phase.vectors[0];
-                exact(coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss))
+                let sums =
+                    coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss);
+                exact(Quantity::LineSearch, sums)?
             }
         })
     }
@@ -490,6 +501,12 @@ enum ItemError {
     Fatal(String),
     /// A peer did not answer: the master redoes its part elsewhere.
     LostPeer(String),
+}
+
+impl From<linea_engine::EngineError> for ItemError {
+    fn from(e: linea_engine::EngineError) -> Self {
+        ItemError::Fatal(e.to_string())
+    }
 }
 
 impl From<LineaError> for ItemError {
