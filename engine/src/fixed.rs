@@ -5,7 +5,7 @@
 //! rounded once to a fixed-point integer and summed as integers, which is associative and
 //! commutative: any split of the work gives the same bits.
 //!
-//! * Statistics and objective terms: `i128` with 64 fractional bits (range ±9.2e18,
+//! * Statistics and objective terms: `i128` with 64 fractional bits (range ±4.6e18,
 //!   resolution 5.4e-20). A shard's partial sum is taken in `f64` in row order (fixed by
 //!   the grid), then rounded once with [`to_fixed128`].
 //! * Predictions: `i64` with 32 fractional bits (range ±2.1e9, resolution 2.3e-10). The
@@ -18,9 +18,9 @@
 //! A result is exact-and-right or a [`EngineError::OutOfRange`] that names the quantity:
 //!
 //! * **Sums.** Every partial sum is converted with [`SumRange::fixed`], which refuses a
-//!   non-finite partial and any partial of magnitude `2^63 / P` or more, where `P` is the
+//!   non-finite partial and any partial of magnitude `2^62 / P` or more, where `P` is the
 //!   number of partials that may be added (the row shards). The exact total of `P` such
-//!   partials is below `2^63` in magnitude, so the wrapping `i128` additions, in any order
+//!   partials is below `2^62` in magnitude, so the wrapping `i128` additions, in any order
 //!   and on any split, end at the right integer: a proven bound, not a hope.
 //! * **Predictions.** A row has at most `R` non-zeros (the grid records `R`); with every
 //!   term `|x theta| < 2^31 / R` ([`PredictionRange`]) no prediction can leave `i64`.
@@ -63,7 +63,7 @@ const FRACTION_BITS: i32 = 64;
 /// Exact bit manipulation, so it is fast and identical on every machine.
 ///
 /// # Panics
-/// Never; values beyond ±2^63 saturate, and NaN maps to 0. Callers validate inputs so
+/// Never; values of ±2^62 and beyond saturate, and NaN maps to 0. Callers validate inputs so
 /// neither happens in training.
 pub fn to_fixed128(value: f64) -> i128 {
     if value == 0.0 || value.is_nan() {
@@ -96,8 +96,9 @@ pub fn from_fixed128(fixed: i128) -> f64 {
     fixed as f64 / 18_446_744_073_709_551_616.0 // 2^64
 }
 
-/// Largest magnitude of an exact sum's value: `2^63` (the `i128` range at 64 fractional bits).
-pub const SUM_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+/// Largest magnitude of an exact sum's value: `2^62`, below which [`to_fixed128`] is exact
+/// (an `i128` at 64 fractional bits, with a bit of headroom).
+pub const SUM_LIMIT: f64 = 4_611_686_018_427_387_904.0;
 
 /// What an exact sum holds, for the error that says which quantity left the range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,8 +134,9 @@ impl std::fmt::Display for Quantity {
 }
 
 /// The proven range of exact sums of at most `partials` partial sums: each partial must be
-/// finite and below `2^63 / partials` (rounded down to a power of two) in magnitude, so
-/// their total is below `2^63` whatever the order of the wrapping `i128` additions.
+/// finite and below `2^62 / partials` (rounded down to a power of two) in magnitude, so
+/// each converts exactly and their total is below `2^62` whatever the order of the
+/// wrapping `i128` additions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SumRange {
     /// Largest magnitude a partial may have (exclusive); a power of two.
@@ -216,7 +218,7 @@ impl PredictionRange {
 
 /// A power of two the targets of squared loss are multiplied by before training, chosen
 /// from the labels' range so that predictions (resolution 2^-32, range 2^31) and exact sums
-/// (range 2^63) suit the data whatever its units. The problem scales exactly: with targets
+/// (range 2^62) suit the data whatever its units. The problem scales exactly: with targets
 /// `s y`, weights `s theta`, L1 strength `s l1` (L2 unchanged), the objective is `s^2` times
 /// the original and its minimizer is `s` times the original's; a power of two makes every
 /// one of these multiplications exact in floating point.
@@ -230,15 +232,25 @@ impl TargetScale {
     /// Labels whose largest magnitude lies in `[2^-1, 2^10]` are used as they are.
     pub const UNSCALED: std::ops::RangeInclusive<f64> = 0.5..=1024.0;
 
+    /// Largest |exponent|: beyond it the scaled objective (`s^2` times the original) would
+    /// leave the `f64` range.
+    pub const MAX_EXPONENT: i32 = 500;
+
     /// The scale for squared-loss targets whose largest magnitude is `max_abs`: 1 inside
     /// [`Self::UNSCALED`] (and for zero or unknown labels), otherwise the power of two that
-    /// brings the largest target into `[1, 2)`.
+    /// brings the largest target into `[1, 2)` (clamped to [`Self::MAX_EXPONENT`]; see
+    /// [`Self::covers`]).
     pub fn for_labels(max_abs: f64) -> TargetScale {
         if !(max_abs > 0.0 && max_abs.is_finite()) || Self::UNSCALED.contains(&max_abs) {
             return TargetScale::default();
         }
         let (_, exponent) = frexp(max_abs);
-        TargetScale { exponent: 1 - exponent }
+        TargetScale { exponent: (1 - exponent).clamp(-Self::MAX_EXPONENT, Self::MAX_EXPONENT) }
+    }
+
+    /// Whether labels of largest magnitude `max_abs` can be scaled into `[1, 2)` (zero can).
+    pub fn covers(max_abs: f64) -> bool {
+        max_abs == 0.0 || (2f64.powi(-Self::MAX_EXPONENT)..2f64.powi(Self::MAX_EXPONENT)).contains(&max_abs)
     }
 
     pub fn factor(self) -> f64 {
@@ -321,14 +333,15 @@ mod tests {
 
     #[test]
     fn a_partial_outside_the_range_is_an_error_naming_the_quantity() {
-        let range = SumRange::for_partials(3); // rounded up to 4 partials: 2^61 each
-        assert_eq!(range.partial_limit, 2f64.powi(61));
-        assert!(range.fixed(Quantity::Loss, 2f64.powi(61) * 0.999).is_ok());
-        let err = range.fixed(Quantity::Curvature, 2f64.powi(61)).unwrap_err().to_string();
-        assert!(err.contains("curvature") && err.contains("2.306e18"), "{err}");
+        let range = SumRange::for_partials(3); // rounded up to 4 partials: 2^60 each
+        assert_eq!(range.partial_limit, 2f64.powi(60));
+        assert!(range.fixed(Quantity::Loss, 2f64.powi(60) * 0.999).is_ok());
+        let err = range.fixed(Quantity::Curvature, 2f64.powi(60)).unwrap_err().to_string();
+        assert!(err.contains("curvature") && err.contains("1.153e18"), "{err}");
         assert!(range.fixed(Quantity::Gradient, f64::NAN).is_err());
         assert!(range.fixed(Quantity::Gradient, f64::INFINITY).is_err());
-        assert!(SumRange::for_partials(0).fixed(Quantity::Loss, 9e18).is_ok());
+        assert!(SumRange::for_partials(0).fixed(Quantity::Loss, 4.6e18).is_ok());
+        assert!(SumRange::for_partials(1).fixed(Quantity::Loss, 4.7e18).is_err());
     }
 
     #[test]
@@ -336,12 +349,18 @@ mod tests {
         for max in [0.5, 1.0, 5.0, 1024.0, 0.0, f64::NAN] {
             assert!(TargetScale::for_labels(max).is_one(), "{max}");
         }
-        for max in [1e-300, 1e-12, 1e-6, 0.3, 1025.0, 1e7, 1e12, 1e300, f64::MIN_POSITIVE / 8.0] {
+        for max in [1e-150, 1e-12, 1e-6, 0.3, 1025.0, 1e7, 1e12, 1e150] {
             let s = TargetScale::for_labels(max);
             let scaled = s.scale(max);
             assert!((1.0..2.0).contains(&scaled), "{max} -> {scaled}");
             assert_eq!(s.unscale_weight(scaled), max, "exact round trip");
+            assert_eq!(s.unscale_objective(s.scale(s.scale(max))), max, "objectives scale by s^2");
         }
+        // Beyond 2^+-500 no power of two makes the objective representable: refused.
+        for max in [1e-300, 1e300, f64::MIN_POSITIVE / 8.0] {
+            assert!(!TargetScale::covers(max), "{max}");
+        }
+        assert!(TargetScale::covers(1e-12) && TargetScale::covers(0.0));
     }
 
     #[test]

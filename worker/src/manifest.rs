@@ -97,12 +97,22 @@ impl Manifest {
     }
 
     /// `config` fitted to this grid's ranges: L1 in the targets' scale (L2 is scale-free),
-    /// and the longest row for the prediction bound.
-    pub fn fit_ranges(&self, mut config: ScdConfig) -> ScdConfig {
+    /// and the longest row for the prediction bound. Refuses squared-loss labels too far
+    /// from 1 for any scale (beyond 2^+-500).
+    pub fn fit_ranges(&self, mut config: ScdConfig) -> Result<ScdConfig> {
+        if let (Loss::Squared, Some(r)) = (config.loss, &self.ranges) {
+            let max = r.label_min.abs().max(r.label_max.abs());
+            if !TargetScale::covers(max) {
+                return Err(LineaError::data(
+                    &self.source,
+                    format!("the largest |label| is {max:e}; squared loss trains labels between 2^-500 and 2^500"),
+                ));
+            }
+        }
         let scale = self.target_scale(config.loss);
         config.reg.l1 = scale.scale(config.reg.l1);
         config.row_terms = self.ranges.map_or(1, |r| r.row_nnz_max);
-        config
+        Ok(config)
     }
 
     pub fn read(storage: &dyn Storage) -> Result<Manifest> {

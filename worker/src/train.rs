@@ -71,7 +71,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
     let loaded = gridload::load(storage.as_ref(), options.loss)?;
     describe_grid(&loaded.layout, &options.data, started, progress);
     let config = config.fitted_to(loaded.layout.shapes.len(), loaded.layout.manifest.rows);
-    let config = loaded.layout.manifest.fit_ranges(config);
+    let config = loaded.layout.manifest.fit_ranges(config)?;
     let (scd, trace, seconds) = run(&loaded, config, options.threads, progress, |_, _| {})?;
     finish(options, &loaded.layout, &scd, trace, seconds)
 }

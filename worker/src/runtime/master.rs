@@ -443,7 +443,7 @@ pub fn run(
     let config = train.config()?;
     let layout = Layout::read(storage::open(&train.data)?.as_ref())?;
     train::describe_grid(&layout, &train.data, started, progress);
-    let config = layout.manifest.fit_ranges(config.fitted_to(layout.shapes.len(), layout.manifest.rows));
+    let config = layout.manifest.fit_ranges(config.fitted_to(layout.shapes.len(), layout.manifest.rows))?;
     let mut scd = Scd::new(config, layout.shapes.clone());
     let checkpoints = options.checkpoint.as_deref().map(|c| Checkpoints::open(c, fingerprint(&config, &layout)));
     let checkpoints = checkpoints.transpose()?;
