@@ -72,8 +72,9 @@ impl TrainArgs {
     }
 }
 
+/// The default thread count: every core, within the range `--threads` allows.
 fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(256)
 }
 
 /// `host:port` or a URL, as a URL.
