@@ -13,6 +13,11 @@ pub enum EngineError {
     UnsupportedLoss { loss: &'static str, algorithm: &'static str, why: &'static str },
     #[error("label {label} is outside the {loss} loss's domain ({domain})")]
     LabelDomain { label: f64, loss: &'static str, domain: &'static str },
-    #[error("prediction overflow: |x * theta| exceeded the fixed-point range (2^31); rescale the features or labels")]
-    PredictionOverflow,
+    /// A fixed-point quantity left its proven range ([`crate::fixed`]): nothing after it
+    /// would be exact, so the run stops instead of returning a wrong model.
+    #[error(
+        "the {quantity} reached {value:.3e}, outside the exact fixed-point range ({range}); \
+         rescale the feature values (or, for squared loss, the labels) into a smaller range"
+    )]
+    OutOfRange { quantity: String, value: f64, range: String },
 }

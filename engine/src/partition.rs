@@ -5,11 +5,22 @@
 //!
 //! * [`pure_coloring`] for inputs with no variables (libsvm): greedy first-fit coloring of
 //!   the feature co-occurrence graph, so every block is pure. Features go in decreasing
-//!   order of non-zeros, each into the first block none of whose rows it shares.
+//!   order of non-zeros, each into the first block none of whose rows it shares. At most
+//!   [`MAX_COLOURS`] colours are opened: a feature that fits none of them (a row with more
+//!   non-zeros than that, or a feature repeated within a row) goes to impure blocks of
+//!   consecutive such features, at most [`OVERFLOW_FEATURES`] each. So a variable of `F`
+//!   features makes at most `MAX_COLOURS + ceil(F / OVERFLOW_FEATURES)` blocks, and the
+//!   work is at most `MAX_COLOURS` bit tests per non-zero however the rows are shaped.
 //! * [`balanced_split`] for a set-valued variable: the paper's `N_Z(X^v) / |S|` blocks, so
 //!   about one feature per example falls in each. Features go in decreasing order of
 //!   non-zeros, each into the block it shares fewest rows with (ties: fewer non-zeros,
 //!   then lower index), which keeps the blocks as pure and as even as the data allows.
+
+/// Most pure blocks [`pure_coloring`] opens, and most blocks [`balanced_split`] is asked for.
+pub const MAX_COLOURS: usize = 256;
+
+/// Most features in one of the impure blocks that take what no colour can.
+pub const OVERFLOW_FEATURES: usize = 65_536;
 
 /// Rows (global indices) of each feature, ascending.
 pub type FeatureRows = [Vec<u32>];
@@ -34,22 +45,39 @@ fn by_decreasing_nnz(features: &FeatureRows) -> Vec<usize> {
     order
 }
 
-/// Block of each feature; every block is pure.
+/// Block of each feature: blocks `0..c` (`c <= MAX_COLOURS`) are pure colours; features
+/// that fit none follow in impure blocks of at most [`OVERFLOW_FEATURES`], in index order.
 pub fn pure_coloring(features: &FeatureRows, rows: usize) -> Vec<u32> {
     let mut blocks: Vec<Bits> = Vec::new();
-    let mut assignment = vec![0u32; features.len()];
+    // Colours already used in each row: a row that has all of them rejects a feature at once.
+    let mut used = vec![0u16; rows];
+    let mut assignment = vec![u32::MAX; features.len()];
     for f in by_decreasing_nnz(features) {
         let rows_of = &features[f];
-        let fits = |b: &Bits| rows_of.iter().all(|&r| !b.get(r)) && rows_of.windows(2).all(|w| w[0] != w[1]);
+        if rows_of.windows(2).any(|w| w[0] == w[1]) || rows_of.iter().any(|&r| used[r as usize] as usize >= MAX_COLOURS)
+        {
+            continue; // no colour can take it
+        }
+        let fits = |b: &Bits| rows_of.iter().all(|&r| !b.get(r));
         let block = match blocks.iter().position(fits) {
             Some(b) => b,
-            None => {
+            None if blocks.len() < MAX_COLOURS => {
                 blocks.push(Bits::new(rows));
                 blocks.len() - 1
             }
+            None => continue,
         };
-        rows_of.iter().for_each(|&r| blocks[block].set(r));
+        for &r in rows_of {
+            blocks[block].set(r);
+            used[r as usize] += 1;
+        }
         assignment[f] = block as u32;
+    }
+    let colours = blocks.len() as u32;
+    let mut overflow = 0usize;
+    for a in assignment.iter_mut().filter(|a| **a == u32::MAX) {
+        *a = colours + (overflow / OVERFLOW_FEATURES) as u32;
+        overflow += 1;
     }
     assignment
 }
@@ -69,6 +97,20 @@ pub fn balanced_split(features: &FeatureRows, rows: usize, k: usize) -> Vec<u32>
         assignment[f] = block as u32;
     }
     assignment
+}
+
+/// Whether no row appears twice among the rows of `members` (features of one block).
+pub fn members_are_pure(features: &FeatureRows, rows: usize, members: &[u32]) -> bool {
+    let mut seen = Bits::new(rows);
+    for &f in members {
+        for &r in &features[f as usize] {
+            if seen.get(r) {
+                return false;
+            }
+            seen.set(r);
+        }
+    }
+    true
 }
 
 /// Whether no row appears twice among the features assigned to each block.
@@ -100,6 +142,24 @@ mod tests {
         for b in 0..2 {
             assert!(is_pure(&features, 5, &blocks, b));
         }
+    }
+
+    #[test]
+    fn one_long_row_makes_a_bounded_number_of_blocks_in_near_linear_time() {
+        // Row 0 holds every feature; rows 1.. hold one each. Uncapped first-fit would open
+        // one colour per feature; capped, the colours stop at MAX_COLOURS.
+        let n = 3 * OVERFLOW_FEATURES;
+        let features: Vec<Vec<u32>> =
+            (0..n as u32).map(|f| if f % 2 == 0 { vec![0, f + 1] } else { vec![0] }).collect();
+        let rows = n + 1;
+        let blocks = pure_coloring(&features, rows);
+        let count = *blocks.iter().max().unwrap() as usize + 1;
+        assert!(count <= MAX_COLOURS + n.div_ceil(OVERFLOW_FEATURES), "{count} blocks");
+        for b in 0..MAX_COLOURS as u32 {
+            assert!(is_pure(&features, rows, &blocks, b), "colour {b} must be pure");
+        }
+        let overflow = blocks.iter().filter(|&&b| b as usize >= MAX_COLOURS).count();
+        assert_eq!(overflow, n - MAX_COLOURS);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::progress::Progress;
 use crate::runtime::auth::JobSecret;
 use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use linea_engine::Loss;
 use std::time::Duration;
 
@@ -41,19 +41,25 @@ enum LossArg {
 /// What to train: shared by `train` and `master`.
 #[derive(clap::Args)]
 struct TrainArgs {
+    /// The prepared grid: a folder or s3://bucket/prefix.
     #[arg(long)]
     data: String,
+    /// Where to write the model: a file or an s3:// object.
     #[arg(long)]
     model: String,
     #[arg(long, value_enum, default_value = "scd")]
     algorithm: AlgorithmArg,
+    /// Logistic takes labels 0/1 or -1/+1; squared takes any finite label; hinge (CoCoA
+    /// only) takes labels 0/1 or -1/+1.
     #[arg(long, value_enum, default_value = "logistic")]
     loss: LossArg,
     /// L2 strength: the objective is sum of losses + l2*|w|^2 + l1*|w|_1.
     #[arg(long, default_value_t = 1.0)]
     l2: f64,
+    /// L1 strength (sparse models).
     #[arg(long, default_value_t = 0.0)]
     l1: f64,
+    /// Most epochs (passes over every block).
     #[arg(long, default_value_t = 100)]
     epochs: u32,
     /// Stop when 3 epochs together lower the objective by less than this fraction of it.
@@ -116,8 +122,9 @@ impl TrainArgs {
     }
 }
 
+/// The default thread count: every core, within the range `--threads` allows.
 fn all_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(256)
 }
 
 /// `host:port` or a URL, as a URL.
@@ -129,6 +136,7 @@ fn master_url(master: &str) -> String {
 enum Command {
     /// Turn raw data into the block x row-shard grid that training reads.
     Prepare {
+        /// The raw input file.
         #[arg(long)]
         input: String,
         #[arg(long, value_enum)]
@@ -157,7 +165,7 @@ enum Command {
     Train {
         #[command(flatten)]
         args: TrainArgs,
-        /// Worker threads (default: all cores). The model does not depend on it.
+        /// Worker threads (default: all cores, at most 256). The model does not depend on it.
         #[arg(long)]
         threads: Option<usize>,
         /// Train on the distributed runtime: a master and this many worker processes on this
@@ -191,6 +199,7 @@ enum Command {
         /// Address peers use to reach this worker (default: the listen address, or $POD_IP).
         #[arg(long)]
         advertise: Option<String>,
+        /// Threads running work items (default: all cores, at most 256).
         #[arg(long)]
         threads: Option<usize>,
         /// Memory for cached cells, MiB.
@@ -202,27 +211,34 @@ enum Command {
         /// Longest wait, in seconds, for the master to release a draining worker.
         #[arg(long, default_value_t = 25)]
         drain_timeout: u64,
+        /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
     },
     /// Print a distributed job's status (JSON) from its master.
     Status {
+        /// The master's address (host:port or http://host:port).
         #[arg(long)]
         master: String,
+        /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
     },
     /// Ask the master to drain one worker (by id or address): it hands its shards over and exits 0.
     Drain {
+        /// The master's address (host:port or http://host:port).
         #[arg(long)]
         master: String,
+        /// The worker's id or address, as `linea status` lists it.
         #[arg(long)]
         worker: String,
+        /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
     },
     /// Print objective, AUC, log loss, accuracy (logistic) or RMSE (squared) of a model.
     Eval {
+        /// The model file (or s3:// object).
         #[arg(long)]
         model: String,
         /// A prepared grid folder, or a raw file read as the model's training input was.
@@ -237,12 +253,16 @@ enum Command {
     },
     /// Write one score per input example: P(positive) for logistic, the value for squared.
     Predict {
+        /// The model file (or s3:// object).
         #[arg(long)]
         model: String,
+        /// A raw file, featurized as the model's training input was.
         #[arg(long)]
         input: String,
+        /// Format of the raw file, if not the training input's.
         #[arg(long, value_enum)]
         format: Option<Format>,
+        /// Where to write the scores, one per line.
         #[arg(long)]
         output: String,
     },
@@ -320,7 +340,7 @@ pub fn run(cli: Cli) -> Result<()> {
             } else {
                 let m = &result.metrics;
                 println!("examples   {}", m.examples);
-                println!("objective  {:.10}", result.objective);
+                println!("objective  {}", objective_text(result.objective));
                 let rows = [("auc", m.auc), ("log loss", m.log_loss), ("accuracy", m.accuracy), ("rmse", m.rmse)];
                 for (name, value) in rows.iter().filter_map(|(n, v)| v.map(|v| (n, v))) {
                     println!("{name:<10} {value:.6}");
@@ -345,9 +365,121 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     };
     let gap = summary.gap.map_or(String::new(), |g| format!(", relative duality gap {:.3e}", g.relative));
     println!(
-        "trained {}: objective {:.10} after {} epochs in {:.2}s{per_thread}{gap}",
-        options.model, summary.objective, summary.epochs, summary.seconds,
+        "trained {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
+        options.model,
+        objective_text(summary.objective),
+        summary.epochs,
+        summary.seconds,
     );
+}
+
+/// An objective as printed: ten decimals, or eleven significant digits when it is small,
+/// so a small objective keeps its relative precision on the screen.
+fn objective_text(value: f64) -> String {
+    if value == 0.0 || value.abs() >= 1e-3 { format!("{value:.10}") } else { format!("{value:.10e}") }
+}
+
+/// The valid values of every option that has a bound, in one place. clap checks types when
+/// it parses the command line; [`parse`] then checks each value against this table before
+/// anything runs, and each option's `--help` ends with its range, generated from here. A
+/// new option joins with one line; options not listed take any value of their type.
+const RANGES: &[(&str, Range)] = &[
+    ("rows_per_shard", Range::Int { min: 1, max: u32::MAX as u64 }),
+    ("epochs", Range::Int { min: 1, max: 1_000_000 }),
+    ("l2", Range::NonNegative),
+    ("l1", Range::NonNegative),
+    ("tolerance", Range::Float { min: 0.0, max: 1.0 }),
+    ("threads", Range::Int { min: 1, max: 256 }),
+    ("workers", Range::Int { min: 0, max: 256 }),
+    ("cache_mb", Range::Int { min: 0, max: 1 << 24 }),
+    ("reconnect_for", Range::Int { min: 0, max: 604_800 }),
+    ("drain_timeout", Range::Int { min: 0, max: 3_600 }),
+    ("slots", Range::Int { min: 1, max: 4_096 }),
+    ("local_passes", Range::Int { min: 1, max: 1_000 }),
+    ("gap_tolerance", Range::Float { min: 0.0, max: 1.0 }),
+];
+
+/// A range of valid values, as [`RANGES`] lists them.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// An integer from `min` to `max`, both included.
+    Int { min: u64, max: u64 },
+    /// A finite number from `min` to `max`, both included.
+    Float { min: f64, max: f64 },
+    /// A finite number >= 0.
+    NonNegative,
+}
+
+impl std::fmt::Display for Range {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Range::Int { min, max } => write!(f, "an integer from {min} to {max}"),
+            Range::Float { min, max } => write!(f, "a number from {min} to {max}"),
+            Range::NonNegative => write!(f, "a finite number >= 0"),
+        }
+    }
+}
+
+impl Range {
+    fn contains(&self, text: &str) -> bool {
+        match *self {
+            Range::Int { min, max } => text.trim().parse::<u64>().is_ok_and(|v| (min..=max).contains(&v)),
+            Range::Float { min, max } => text.trim().parse::<f64>().is_ok_and(|v| (min..=max).contains(&v)),
+            Range::NonNegative => text.trim().parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0),
+        }
+    }
+}
+
+/// The command line definition with each ranged option's range appended to its help.
+pub fn command() -> clap::Command {
+    let mut command = Cli::command();
+    let names: Vec<String> = command.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    for name in names {
+        command = command.mut_subcommand(&name, |mut sub| {
+            for (id, range) in RANGES {
+                if sub.get_arguments().any(|a| a.get_id() == id) {
+                    sub = sub.mut_arg(*id, |arg| {
+                        let help = arg.get_help().map_or(String::new(), |h| format!("{h} "));
+                        let long = arg.get_long_help().map(|h| format!("{h}\n\n[valid: {range}]"));
+                        let arg = arg.help(format!("{help}[valid: {range}]"));
+                        match long {
+                            Some(long) => arg.long_help(long),
+                            None => arg,
+                        }
+                    });
+                }
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// Parses and validates a command line (`args` includes the program name). Every option is
+/// checked here, once: nothing later sees a value outside its range.
+pub fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut command = command();
+    let matches = command.try_get_matches_from_mut(args)?;
+    if let Some((_, sub)) = matches.subcommand() {
+        for (id, range) in RANGES {
+            let Ok(Some(values)) = sub.try_get_raw(id) else { continue };
+            for value in values {
+                let text = value.to_string_lossy();
+                if !range.contains(&text) {
+                    let flag = id.replace('_', "-");
+                    return Err(command.error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!("invalid value '{text}' for '--{flag}': must be {range}"),
+                    ));
+                }
+            }
+        }
+    }
+    Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
 }
 
 /// A loss by the name the model file and the wire use.

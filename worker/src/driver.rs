@@ -62,6 +62,7 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
             let config =
                 ScdConfig::new(options.loss, options.l2, options.l1, options.epochs, options.tolerance, options.seed)?
                     .fitted_to(layout.shapes.len(), layout.manifest.rows);
+            let config = layout.manifest.fit_ranges(config)?;
             then.run(Scd::new(config, layout.shapes.clone(), shards))
         }
         AlgorithmName::Cocoa => {
@@ -159,8 +160,20 @@ pub fn finish<A: Algorithm>(
     trace: Vec<EpochPoint>,
     seconds: f64,
 ) -> Result<TrainSummary> {
+    // Training ran on targets in the grid's scale (squared loss, see `TargetScale`); the
+    // model, objective, gap and trace are reported in the labels' own units, exactly (the
+    // scale is a power of two).
+    let scale = layout.manifest.target_scale(options.loss);
+    let unscale_gap = |g: Gap| Gap { absolute: scale.unscale_objective(g.absolute), ..g };
     let report = algorithm.progress();
     let objective = report.objective.or(trace.last().map(|p| p.objective)).unwrap_or(f64::NAN);
+    let objective = scale.unscale_objective(objective);
+    let trace: Vec<EpochPoint> = trace
+        .into_iter()
+        .map(|p| EpochPoint { objective: scale.unscale_objective(p.objective), gap: p.gap.map(unscale_gap), ..p })
+        .collect();
+    let weights: Vec<Vec<f64>> =
+        algorithm.weights().iter().map(|b| b.iter().map(|&w| scale.unscale_weight(w)).collect()).collect();
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
         algorithm: algorithm.name().to_string(),
@@ -175,9 +188,10 @@ pub fn finish<A: Algorithm>(
             objective,
             tolerance: options.tolerance,
             seed: options.seed,
+            target_scale: scale,
         },
     };
-    let model_bytes = render_model(&header, layout, &algorithm.weights());
+    let model_bytes = render_model(&header, layout, &weights);
     storage::write_file(&options.model, &model_bytes)?;
     if let Some(path) = &options.trace {
         let mut csv = String::from("epoch,seconds,objective,gap,relative_gap\n");
@@ -201,7 +215,7 @@ pub fn finish<A: Algorithm>(
     Ok(TrainSummary {
         algorithm: algorithm.name(),
         objective,
-        gap: report.gap,
+        gap: report.gap.map(unscale_gap),
         epochs: report.epoch,
         stop: algorithm.stop_reason(),
         seconds,

@@ -7,7 +7,9 @@ use crate::model::Model;
 use crate::prepare::BIAS;
 use crate::storage;
 use linea_engine::algorithm::{PhaseRequest, Reduction, Runner};
-use linea_engine::fixed::{from_fixed128, prediction_value, quantize, to_fixed128};
+use linea_engine::fixed::{
+    PredictionRange, Quantity, SumRange, TargetScale, from_fixed128, prediction_value, quantize,
+};
 use linea_engine::metrics::{self, Metrics};
 use linea_engine::runner::LocalRunner;
 use linea_engine::scd::kernel::{ScdKernel, ScdParameters, ScdPhase};
@@ -29,15 +31,11 @@ pub fn read_model(location: &str) -> Result<Model> {
 
 /// The model's regularization penalty, summed exactly so the order of a hash map can't
 /// change its last bits.
-fn penalty(model: &Model) -> f64 {
+fn penalty(model: &Model) -> Result<f64> {
     let reg = linea_engine::objective::Regularization { l2: model.header.l2, l1: model.header.l1 };
-    let exact = model
-        .weights
-        .values()
-        .flat_map(|k| k.values())
-        .map(|&w| to_fixed128(reg.penalty(w)))
-        .fold(0i128, i128::wrapping_add);
-    from_fixed128(exact)
+    let weights = model.weights.values().flat_map(|k| k.values());
+    let range = SumRange::for_partials(model.weights.values().map(|k| k.len()).sum());
+    Ok(from_fixed128(range.sum(Quantity::Penalty, weights.map(|&w| reg.penalty(w)))?))
 }
 
 /// Whether `data` is a prepared grid (a folder or `s3://` prefix with a manifest) rather
@@ -51,28 +49,41 @@ pub fn is_grid(data: &str) -> Result<bool> {
 
 pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Evaluation> {
     let loss = model.header.loss;
+    // Losses are summed in the units training used (targets times a power of two), then
+    // converted back exactly; targets and predictions for the metrics are in label units.
     let (targets, predictions, loss_sum) = if is_grid(data)? {
         let storage = storage::open(data)?;
         let loaded = gridload::load(storage.as_ref(), loss)?;
-        let theta: Vec<Vec<f64>> = loaded
-            .layout
-            .manifest
+        let manifest = &loaded.layout.manifest;
+        let scale = manifest.target_scale(loss);
+        let theta: Vec<Vec<f64>> = manifest
             .blocks
             .iter()
             .zip(&loaded.layout.dictionaries)
-            .map(|(block, dictionary)| dictionary.iter().map(|e| model.weight(&block.variable, &e.key)).collect())
+            .map(|(block, dictionary)| {
+                dictionary.iter().map(|e| scale.scale(model.weight(&block.variable, &e.key))).collect()
+            })
             .collect();
+        let bound = PredictionRange::for_terms(manifest.ranges.map_or(1, |r| r.row_nnz_max));
+        for (weights, shape) in theta.iter().zip(&loaded.layout.shapes) {
+            bound.check(weights, &shape.max_abs)?;
+        }
         // The trainer's own kernel: predictions rebuilt from the weights, the loss summed
         // exactly, so the objective on the training grid is the training objective.
         let kernel = ScdKernel { loss, shards: loaded.grid.targets.len() };
         let mut runner = LocalRunner::new(kernel, &loaded.grid, rayon::current_num_threads());
         runner.restore_all(&ScdParameters { theta, snapshots: Vec::new() })?;
         let request = PhaseRequest { phase: ScdPhase::Loss, reduction: Reduction::Sum { len: 1 }, mutates: false };
-        let loss_sum = from_fixed128(runner.run(request)?.sums.sums[0]);
-        let predictions =
-            runner.states().flatten().flat_map(|s| s.predictions.iter().map(|&p| prediction_value(p))).collect();
-        (loaded.grid.targets.concat(), predictions, loss_sum)
+        let loss_sum = scale.unscale_objective(from_fixed128(runner.run(request)?.sums.sums[0]));
+        let unscale = |v: f64| scale.unscale_weight(v);
+        let predictions = runner
+            .states()
+            .flatten()
+            .flat_map(|s| s.predictions.iter().map(|&p| unscale(prediction_value(p))))
+            .collect();
+        (loaded.grid.targets.concat().into_iter().map(unscale).collect(), predictions, loss_sum)
     } else {
+        let scale = model.header.training.target_scale;
         let mut targets = Vec::new();
         let mut predictions = Vec::new();
         let file = data.to_string();
@@ -88,13 +99,13 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
             predictions.push(margin);
             Ok(())
         })?;
-        let loss_sum = from_fixed128(
-            targets.iter().zip(&predictions).map(|(&y, &f)| to_fixed128(loss.value(y, f))).fold(0, i128::wrapping_add),
-        );
+        let range = SumRange::for_partials(targets.len());
+        let losses = targets.iter().zip(&predictions).map(|(&y, &f)| loss.value(scale.scale(y), scale.scale(f)));
+        let loss_sum = scale.unscale_objective(from_fixed128(range.sum(Quantity::Loss, losses)?));
         (targets, predictions, loss_sum)
     };
     let metrics = metrics::evaluate(loss, &targets, &predictions);
-    Ok(Evaluation { objective: loss_sum + penalty(model), metrics })
+    Ok(Evaluation { objective: loss_sum + penalty(model)?, metrics })
 }
 
 /// Featurizes raw input as the model's spec says and calls `f(label, line, margin)` per
@@ -111,15 +122,25 @@ pub fn score_raw(
     }
     let mut reader = input::open(path, &spec)?;
     let mut example = RawExample::default();
-    let bias = quantize(model.weight(BIAS, ""));
+    // Margins are summed in training's units (see `TargetScale`) with checked additions:
+    // a model applied to data far outside its training range fails instead of wrapping.
+    let scale: TargetScale = model.header.training.target_scale;
+    let weight = |variable: &str, key: &str| scale.scale(model.weight(variable, key));
+    let term = |value: f64| -> Result<i64> {
+        PredictionRange::for_terms(1).check(&[value], &[1.0])?;
+        Ok(quantize(value))
+    };
+    let bias = term(weight(BIAS, ""))?;
     let mut examples = 0u64;
     while reader.read(&mut example)? {
         let mut margin = bias;
         for (v, key, x) in example.features() {
-            let w = model.weight(reader.variable_name(v), key);
-            margin = margin.wrapping_add(quantize(x * w));
+            let w = weight(reader.variable_name(v), key);
+            margin = margin.checked_add(term(x * w)?).ok_or_else(|| {
+                LineaError::input(path, example.line, "the prediction left the fixed-point range (|f| < 2^31)")
+            })?;
         }
-        f(example.label, example.line, prediction_value(margin))?;
+        f(example.label, example.line, scale.unscale_weight(prediction_value(margin)))?;
         examples += 1;
     }
     if examples == 0 {

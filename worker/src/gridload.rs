@@ -63,8 +63,10 @@ impl Layout {
     }
 }
 
-/// The targets of one row shard; a label the loss cannot take is named by its source line.
+/// The targets of one row shard, in the grid's [`Manifest::target_scale`]; a label the loss
+/// cannot take is named by its source line.
 pub fn read_targets(storage: &dyn Storage, manifest: &Manifest, shard: usize, loss: Loss) -> Result<Vec<f64>> {
+    let scale = manifest.target_scale(loss);
     let entry = &manifest.shards[shard];
     let labels = codec::decode_labels(&entry.labels.read(storage)?).map_err(engine_error(storage, &entry.labels))?;
     if labels.labels.len() != entry.rows {
@@ -74,7 +76,11 @@ pub fn read_targets(storage: &dyn Storage, manifest: &Manifest, shard: usize, lo
         .labels
         .iter()
         .zip(&labels.lines)
-        .map(|(&label, &line)| loss.target(label).map_err(|e| LineaError::input(&manifest.source, line, e.to_string())))
+        .map(|(&label, &line)| {
+            loss.target(label)
+                .map(|t| scale.scale(t))
+                .map_err(|e| LineaError::input(&manifest.source, line, e.to_string()))
+        })
         .collect()
 }
 

@@ -5,6 +5,8 @@ use crate::error::{LineaError, Result};
 use crate::input::FeatureSpec;
 use crate::storage::Storage;
 use linea_engine::codec;
+use linea_engine::fixed::TargetScale;
+use linea_engine::{Loss, scd::ScdConfig};
 use serde::{Deserialize, Serialize};
 
 pub const MANIFEST: &str = "manifest.json";
@@ -21,6 +23,22 @@ pub struct Manifest {
     pub rows_per_shard: usize,
     pub shards: Vec<ShardEntry>,
     pub blocks: Vec<BlockEntry>,
+    /// Ranges of the labels and values; absent in grids written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranges: Option<DataRanges>,
+}
+
+/// What training needs to know about the data's magnitudes before it starts: the label
+/// range picks the fixed-point scale of squared-loss targets ([`TargetScale`]) and the
+/// longest row bounds every prediction ([`linea_engine::fixed::PredictionRange`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DataRanges {
+    pub label_min: f64,
+    pub label_max: f64,
+    /// Largest |value| of any feature (1 for the bias).
+    pub value_max_abs: f64,
+    /// Most non-zeros in one row, the bias included.
+    pub row_nnz_max: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +87,34 @@ impl FileRef {
 }
 
 impl Manifest {
+    /// The power of two squared-loss targets are trained in ([`TargetScale`]); 1 for
+    /// logistic loss and for grids without recorded ranges.
+    pub fn target_scale(&self, loss: Loss) -> TargetScale {
+        match (loss, &self.ranges) {
+            (Loss::Squared, Some(r)) => TargetScale::for_labels(r.label_min.abs().max(r.label_max.abs())),
+            _ => TargetScale::default(),
+        }
+    }
+
+    /// `config` fitted to this grid's ranges: L1 in the targets' scale (L2 is scale-free),
+    /// and the longest row for the prediction bound. Refuses squared-loss labels too far
+    /// from 1 for any scale (beyond 2^+-500).
+    pub fn fit_ranges(&self, mut config: ScdConfig) -> Result<ScdConfig> {
+        if let (Loss::Squared, Some(r)) = (config.loss, &self.ranges) {
+            let max = r.label_min.abs().max(r.label_max.abs());
+            if !TargetScale::covers(max) {
+                return Err(LineaError::data(
+                    &self.source,
+                    format!("the largest |label| is {max:e}; squared loss trains labels between 2^-500 and 2^500"),
+                ));
+            }
+        }
+        let scale = self.target_scale(config.loss);
+        config.reg.l1 = scale.scale(config.reg.l1);
+        config.row_terms = self.ranges.map_or(1, |r| r.row_nnz_max);
+        Ok(config)
+    }
+
     pub fn read(storage: &dyn Storage) -> Result<Manifest> {
         let bytes = storage.read(MANIFEST).map_err(|e| match e {
             LineaError::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => LineaError::data(

@@ -6,6 +6,7 @@
 use crate::error::{LineaError, Result};
 use crate::input::FeatureSpec;
 use linea_engine::Loss;
+use linea_engine::fixed::TargetScale;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -31,6 +32,10 @@ pub struct TrainingRecord {
     pub objective: f64,
     pub tolerance: f64,
     pub seed: u64,
+    /// The power of two training multiplied squared-loss targets by (absent when 1);
+    /// eval and predict use it to sum in the same fixed-point units.
+    #[serde(default, skip_serializing_if = "TargetScale::is_one")]
+    pub target_scale: TargetScale,
 }
 
 pub struct Model {

@@ -9,7 +9,7 @@
 
 use crate::error::{LineaError, Result};
 use crate::input::{self, FeatureSpec, Format, RawExample};
-use crate::manifest::{BlockEntry, FileRef, GRID_FORMAT, MANIFEST, Manifest, ShardEntry};
+use crate::manifest::{BlockEntry, DataRanges, FileRef, GRID_FORMAT, MANIFEST, Manifest, ShardEntry};
 use crate::progress::Progress;
 use crate::storage::Storage;
 use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
@@ -78,10 +78,25 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
     let mut labels = ShardLabels::default();
     let mut example = RawExample::default();
     let mut rows = 0u64;
+    let mut ranges =
+        DataRanges { label_min: f64::INFINITY, label_max: f64::NEG_INFINITY, value_max_abs: 1.0, row_nnz_max: 1 };
     let bar = progress.counter("reading", "examples");
     while reader.read(&mut example)? {
         let row_in_shard = labels.labels.len() as u32;
+        let mut row_nnz = 1; // the bias
         for (v, key, value) in example.features() {
+            // Readers refuse non-finite numbers; a product of finite parts (a VW namespace
+            // scale times a value) can still overflow, and nothing non-finite reaches a cell.
+            if !value.is_finite() {
+                let name = reader.variable_name(v);
+                return Err(LineaError::input(
+                    &options.input,
+                    example.line,
+                    format!("value of feature {key:?} of {name:?} is {value} (only finite values can be trained on)"),
+                ));
+            }
+            ranges.value_max_abs = ranges.value_max_abs.max(value.abs());
+            row_nnz += 1;
             while variables.len() <= v as usize {
                 let id = variables.len() as u32;
                 variables.push(Variable {
@@ -105,6 +120,12 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
                 "missing label (training needs labelled examples)",
             ));
         }
+        if !example.label.is_finite() {
+            return Err(LineaError::input(&options.input, example.line, format!("label is {}", example.label)));
+        }
+        ranges.label_min = ranges.label_min.min(example.label);
+        ranges.label_max = ranges.label_max.max(example.label);
+        ranges.row_nnz_max = ranges.row_nnz_max.max(row_nnz);
         labels.labels.push(example.label);
         labels.lines.push(example.line);
         rows += 1;
@@ -142,6 +163,7 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
         rows_per_shard: options.rows_per_shard,
         shards,
         blocks,
+        ranges: Some(ranges),
     };
     manifest.write(storage)?;
     Ok(PrepareSummary { manifest })
@@ -248,7 +270,8 @@ fn write_variable(
         partition::pure_coloring(&feature_rows, rows as usize)
     } else {
         let k = (variable.nnz as f64 / rows as f64).round().max(1.0) as usize;
-        partition::balanced_split(&feature_rows, rows as usize, k.min(variable.dictionary.len()))
+        let k = k.min(variable.dictionary.len()).min(partition::MAX_COLOURS);
+        partition::balanced_split(&feature_rows, rows as usize, k)
     };
     let count = assignment.iter().max().map_or(0, |&m| m as usize + 1);
     // Features of each block keep their relative order; `position` maps them to it.
@@ -258,29 +281,30 @@ fn write_variable(
         position[f] = members[b as usize].len() as u32;
         members[b as usize].push(f as u32);
     }
+    // One pass over each shard's non-zeros sorts them into the blocks' cells: the work is
+    // linear in the non-zeros whatever the number of blocks.
+    let mut cells: Vec<Vec<FileRef>> = vec![Vec::with_capacity(decoded.len()); count];
+    for (s, cell) in decoded.iter().enumerate() {
+        let mut triples: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); count];
+        for k in 0..cell.nnz() {
+            let f = cell.feature_ids[cell.local[k] as usize] as usize;
+            triples[assignment[f] as usize].push((cell.rows[k], position[f], cell.value(k)));
+        }
+        for (b, triples) in triples.into_iter().enumerate() {
+            let bytes = codec::encode_cell(&Cell::from_triples(triples));
+            cells[b].push(FileRef::write(storage, cell_key(first + b, s), &bytes)?);
+        }
+    }
     let mut blocks = Vec::with_capacity(count);
-    for (b, features) in members.iter().enumerate() {
+    for ((b, features), cells) in members.iter().enumerate().zip(cells) {
         let index = first + b;
-        let cells = decoded
-            .iter()
-            .enumerate()
-            .map(|(s, cell)| {
-                let triples = (0..cell.nnz())
-                    .filter_map(|k| {
-                        let f = cell.feature_ids[cell.local[k] as usize] as usize;
-                        (assignment[f] == b as u32).then(|| (cell.rows[k], position[f], cell.value(k)))
-                    })
-                    .collect();
-                FileRef::write(storage, cell_key(index, s), &codec::encode_cell(&Cell::from_triples(triples)))
-            })
-            .collect::<Result<Vec<_>>>()?;
         let dictionary: Vec<DictionaryEntry> =
             features.iter().map(|&f| variable.dictionary[f as usize].clone()).collect();
         blocks.push(BlockEntry {
             name: if count == 1 { variable.name.clone() } else { format!("{}#{b}", variable.name) },
             variable: variable.name.clone(),
             dense: false,
-            pure: partition::is_pure(&feature_rows, rows as usize, &assignment, b as u32),
+            pure: partition::members_are_pure(&feature_rows, rows as usize, features),
             features: features.len(),
             nnz: dictionary.iter().map(|d| d.nnz).sum(),
             dictionary: write_dictionary(storage, index, &dictionary)?,

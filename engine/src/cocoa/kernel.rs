@@ -6,7 +6,7 @@ use super::rows::SlotRows;
 use super::solver::{Subproblem, local_solve, objective_terms};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
 use crate::error::EngineError;
-use crate::fixed::to_fixed128;
+use crate::fixed::{Quantity, SumRange};
 use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
 
@@ -112,13 +112,16 @@ impl Kernel for CocoaKernel {
                     (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
                 let problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
                 let u = local_solve(problem, rows, &mut state.alpha, v, orders.iter().map(Vec::as_slice));
+                // Each slot's change of v is checked against the range that proves the sum
+                // over all slots exact (crate::fixed).
+                let range = SumRange::for_partials(self.layout.slots());
                 let sums = rows
                     .globals
                     .iter()
                     .zip(&u)
                     .filter(|(_, x)| **x != 0.0)
-                    .map(|(&j, &x)| (j, to_fixed128(x)))
-                    .collect();
+                    .map(|(&j, &x)| Ok((j, range.fixed(Quantity::SharedVector, x)?)))
+                    .collect::<Result<_, EngineError>>()?;
                 Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: encode(&state.alpha) })
             }
             CocoaPhase::Evaluate { w } => {
@@ -132,7 +135,9 @@ impl Kernel for CocoaKernel {
                     ))
                     .into());
                 }
-                let sums = vec![to_fixed128(terms.loss), to_fixed128(terms.conjugate)];
+                let range = SumRange::for_partials(self.layout.slots());
+                let sums =
+                    vec![range.fixed(Quantity::Loss, terms.loss)?, range.fixed(Quantity::Loss, terms.conjugate)?];
                 Ok(UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() })
             }
         }

@@ -3,7 +3,7 @@
 
 use super::{coarse, kernels};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
-use crate::fixed::to_fixed128;
+use crate::fixed::{Quantity, SumRange};
 use crate::grid::Cell;
 use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
@@ -75,9 +75,12 @@ impl Kernel for ScdKernel {
     ) -> Result<UnitOutput, G::Error> {
         let loss = self.loss;
         let targets = grid.targets(shard)?;
-        let exact = |partial: Vec<f64>| UnitOutput {
-            sums: Contribution::Dense(partial.iter().map(|&v| to_fixed128(v)).collect()),
-            payload: Vec::new(),
+        // Every shard's partial sum is checked against the range that proves the total over
+        // all shards exact (crate::fixed): a result is exact and right, or an error.
+        let range = SumRange::for_partials(self.shards);
+        let exact = |quantity: Quantity, partial: Vec<f64>| -> Result<UnitOutput, crate::EngineError> {
+            let sums = range.exact(quantity, &partial)?.sums;
+            Ok(UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() })
         };
         Ok(match phase {
             ScdPhase::Statistics { block, next_block, features } => {
@@ -88,14 +91,17 @@ impl Kernel for ScdKernel {
                 let (g, h) = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
                 let mut pairs = Vec::with_capacity(2 * g.len());
                 for (l, &feature) in cell.feature_ids.iter().enumerate() {
-                    pairs.push((feature, to_fixed128(g[l])));
-                    pairs.push((*features as u32 + feature, to_fixed128(h[l])));
+                    pairs.push((feature, range.fixed(Quantity::Gradient, g[l])?));
+                    pairs.push((*features as u32 + feature, range.fixed(Quantity::Curvature, h[l])?));
                 }
                 UnitOutput { sums: Contribution::Sparse(pairs), payload: Vec::new() }
             }
             ScdPhase::Direction { block, delta } => {
                 let cell = grid.cell(*block, shard)?;
-                exact(kernels::cell_direction_sums(&cell, delta, &targets, &state.predictions, loss))
+                exact(
+                    Quantity::LineSearch,
+                    kernels::cell_direction_sums(&cell, delta, &targets, &state.predictions, loss),
+                )?
             }
             ScdPhase::Update { block, old, new } => {
                 let cell = grid.cell(*block, shard)?;
@@ -103,7 +109,7 @@ impl Kernel for ScdKernel {
                 UnitOutput::default()
             }
             ScdPhase::Loss => UnitOutput {
-                sums: Contribution::Dense(vec![kernels::shard_loss_sum(&targets, &state.predictions, loss)]),
+                sums: Contribution::Dense(vec![kernels::shard_loss_sum(&range, &targets, &state.predictions, loss)?]),
                 payload: Vec::new(),
             },
             ScdPhase::Snapshot { keep } => {
@@ -118,13 +124,17 @@ impl Kernel for ScdKernel {
                 let cells: Vec<&Cell> = held.iter().map(Deref::deref).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
                 let hessian = coarse::takes_hessian(shard, *hessian_stride);
-                exact(coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian))
+                let sums =
+                    coarse::shard_coarse_statistics(&cells, &snapshots, &targets, &state.predictions, loss, hessian);
+                exact(Quantity::Coarse, sums)?
             }
             ScdPhase::CoarseDirection { blocks, t } => {
                 let held = all_cells(grid, *blocks, shard)?;
                 let cells: Vec<&Cell> = held.iter().map(Deref::deref).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
-                exact(coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss))
+                let sums =
+                    coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss);
+                exact(Quantity::LineSearch, sums)?
             }
         })
     }

@@ -4,7 +4,8 @@
 //! partial sums once to fixed point, so the result never depends on which thread or worker
 //! ran the kernel or when.
 
-use crate::fixed::{ExactSums, prediction_value, quantize, to_fixed128};
+use crate::error::EngineError;
+use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
 use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
@@ -40,13 +41,21 @@ pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: 
 }
 
 /// Adds a cell's local statistics into block-indexed exact sums; touches only the cell's
-/// features, so a worker can add many cells into one block-sized partial.
-pub fn accumulate_statistics(cell: &Cell, local: (Vec<f64>, Vec<f64>), gradient: &mut [i128], curvature: &mut [i128]) {
+/// features, so a worker can add many cells into one block-sized partial. Each cell's sums
+/// are checked against `range` (one partial per row shard).
+pub fn accumulate_statistics(
+    range: &SumRange,
+    cell: &Cell,
+    local: (Vec<f64>, Vec<f64>),
+    gradient: &mut [i128],
+    curvature: &mut [i128],
+) -> Result<(), EngineError> {
     for (l, &feature) in cell.feature_ids.iter().enumerate() {
         let f = feature as usize;
-        gradient[f] = gradient[f].wrapping_add(to_fixed128(local.0[l]));
-        curvature[f] = curvature[f].wrapping_add(to_fixed128(local.1[l]));
+        gradient[f] = gradient[f].wrapping_add(range.fixed(Quantity::Gradient, local.0[l])?);
+        curvature[f] = curvature[f].wrapping_add(range.fixed(Quantity::Curvature, local.1[l])?);
     }
+    Ok(())
 }
 
 /// Sums along a block direction `delta` (block-indexed), with `d_i = sum_j x_ij delta_j`:
@@ -125,13 +134,8 @@ pub fn cell_update_predictions(cell: &Cell, old: &[f64], new: &[f64], prediction
     }
 }
 
-/// Sum of losses over one shard, rounded once to fixed point.
-pub fn shard_loss_sum(targets: &[f64], predictions: &[i64], loss: Loss) -> i128 {
+/// Sum of losses over one shard, rounded once to fixed point (checked against `range`).
+pub fn shard_loss_sum(range: &SumRange, targets: &[f64], predictions: &[i64], loss: Loss) -> Result<i128, EngineError> {
     let sum: f64 = targets.iter().zip(predictions).map(|(&y, &p)| loss.value(y, prediction_value(p))).sum();
-    to_fixed128(sum)
-}
-
-/// Rounds a kernel's partial sums once to fixed point.
-pub fn exact(partial: &[f64]) -> ExactSums {
-    ExactSums { sums: partial.iter().map(|&v| to_fixed128(v)).collect() }
+    range.fixed(Quantity::Loss, sum)
 }

@@ -14,7 +14,7 @@ pub mod step;
 
 use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Reduction, Runner, StopReason};
 use crate::error::EngineError;
-use crate::fixed::{ExactSums, quantizable};
+use crate::fixed::{ExactSums, PredictionRange};
 use crate::grid::BlockShape;
 use crate::loss::Loss;
 use crate::objective::Regularization;
@@ -89,6 +89,9 @@ pub struct ScdConfig {
     /// The coarse correction's Hessian is taken on every this-many-th shard
     /// ([`coarse::hessian_stride`]).
     pub hessian_stride: usize,
+    /// Most non-zeros of a row (bias included): bounds every prediction ([`PredictionRange`]).
+    #[serde(default)]
+    pub row_terms: u64,
 }
 
 /// The subspace of the epoch-ending [`coarse`] correction.
@@ -135,6 +138,7 @@ impl ScdConfig {
             seed,
             coarse: CoarseMode::BlocksAndHistory,
             hessian_stride: 1,
+            row_terms: 1,
         })
     }
 
@@ -296,9 +300,7 @@ impl Scd {
     ) -> Result<f64, R::Error> {
         let theta = &self.state.theta[block];
         let new: Vec<f64> = theta.iter().zip(delta).map(|(&t, &d)| t + step * d).collect();
-        if new.iter().zip(&self.shapes[block].max_abs).any(|(&t, &m)| !quantizable(t * m)) {
-            return Err(EngineError::PredictionOverflow.into());
-        }
+        PredictionRange::for_terms(self.config.row_terms).check(&new, &self.shapes[block].max_abs)?;
         exec.update_predictions(block, theta, &new)?;
         let change = theta.iter().zip(&new).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         self.state.theta[block] = new;

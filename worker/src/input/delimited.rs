@@ -3,7 +3,8 @@
 //!
 //! CSV inference reads the file twice: the first pass decides the delimiter (tab if the
 //! first line has one, else comma), whether the first line is a header (every field is
-//! non-numeric and some column of the next line is numeric) and each column's type
+//! non-numeric and some column of the next line is numeric, or there is no next line) and
+//! each column's type
 //! (numeric if every non-empty value parses as a number). Empty fields are missing values.
 
 use super::{ExampleReader, FeatureSpec, Lines, NumericMode, RawExample};
@@ -55,8 +56,9 @@ impl DelimitedReader {
         };
         let second = records.next().transpose().map_err(err)?;
         let numeric = |s: &str| s.trim().parse::<f64>().is_ok();
+        // A file of one all-text line is a header without data (and then has no examples).
         let has_header = first.iter().all(|f| !f.trim().is_empty() && !numeric(f))
-            && second.as_ref().is_some_and(|s| s.iter().any(numeric));
+            && second.as_ref().is_none_or(|s| s.iter().any(numeric));
         let names: Vec<String> = if has_header {
             first.iter().map(|s| s.trim().to_string()).collect()
         } else {

@@ -294,6 +294,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let hub = server.hub.clone();
         let mut runner = server.runner();
         let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
+        let scale = layout.manifest.target_scale(train.loss);
         let outcome =
             driver::drive(&mut algorithm, &mut runner, sizes, progress, &mut trace, |algorithm, iteration, trace| {
                 let version = server.bases.mirror.read().expect("mirror lock").0;
@@ -304,7 +305,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 hub.set_status(|s| {
                     s.iteration += 1;
                     s.epoch = report.epoch;
-                    s.objective = report.objective.unwrap_or(f64::NAN);
+                    s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));
                     s.gap = report.gap;
                     s.desired_workers = report.desired_workers;
                     if let (true, [.., a, b]) = (iteration.epoch_done, trace) {
