@@ -356,7 +356,7 @@ check "a one-epoch run ends MaxEpochsReached with epoch 1 and its modelUri" unti
 job_yaml baddata | k apply -f - >/dev/null
 until_ok 60 equals pod/baddata-master '{.metadata.name}' baddata-master
 rc=0
-LINEA_TERMINATION_LOG="$STATE/baddata.termination" LINEA_JOB_SECRET=x "$LINEA_BIN" --quiet master --data "$STATE/no-such-grid" \
+LINEA_TERMINATION_LOG="$STATE/baddata.termination" LINEA_JOB_SECRET=0123456789abcdef0123 "$LINEA_BIN" --quiet master --data "$STATE/no-such-grid" \
   --model "$STATE/baddata.model" --listen 127.0.0.1:7073 >/dev/null 2>&1 || rc=$?
 check "linea exits 2 on missing data and writes the error to its termination message" bash -c \
   "[ $rc = 2 ] && grep -q '^error: ' '$STATE/baddata.termination'"
