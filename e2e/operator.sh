@@ -13,7 +13,13 @@
 # preemption does not count; events are recorded; deleting a job removes everything
 # (finalizer); TTL deletes a finished job; progress comes from a real `linea master`'s
 # status RPC; a worker on a node with a termination notice is drained through that master
-# and exits 0; /metrics has reconciles and the jobs' progress.
+# and exits 0; /metrics has reconciles and the jobs' progress. Then what a platform team
+# needs: admission refuses huge replica counts, bad names and unimplemented algorithms; a
+# foreign Service or Secret with a job's name is left untouched and named in the job's
+# condition and an event; a crash-looping worker backs off with events and counts; an
+# unschedulable master shows in the conditions at once; `image` is immutable; a one-epoch run
+# of a real master ends with epoch 1 from its termination message; a real master's exit 2
+# fails the job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -226,3 +232,150 @@ check "/metrics has the polled job's progress (epoch >= 2, objective)" bash -c \
   "grep -Eq '^linea_operator_job_epoch\{namespace=\"ml\",name=\"poll\"\} ([2-9]|[1-9][0-9]+)\$' '$STATE/metrics.txt' &&
    grep -Eq '^linea_operator_job_objective\{namespace=\"ml\",name=\"poll\"\} [0-9]' '$STATE/metrics.txt'"
 check "... and none of the deleted jobs' series" bash -c "! grep -E 'name=\"(ads|quick)\"' '$STATE/metrics.txt'"
+
+# ---- What a platform team needs (issue 16): bounded, never touches what isn't its own,
+# always says what is wrong.
+job_yaml() { # job_yaml <name> [extra spec lines...]: a minimal SCD job
+  local name="$1"; shift
+  printf 'apiVersion: linea.io/v1alpha1\nkind: TrainingJob\nmetadata: {name: %s, namespace: ml}\nspec:\n  datasetUri: s3://data/ads/grid\n  modelUri: s3://models/%s.model\n' "$name" "$name"
+  for line in "$@"; do printf '  %s\n' "$line"; done
+}
+refused_with() { # refused_with <message> <yaml>: the API server refuses it, saying <message>
+  local out
+  if out="$(printf '%s\n' "$2" | k create -f - 2>&1)"; then echo "accepted: $out"; return 1; fi
+  grep -qF -- "$1" <<<"$out" || { echo "$out"; return 1; }
+}
+check "a huge replica count is refused at admission" refused_with "should be less than or equal to 1000" \
+  "$(job_yaml huge-typo 'workers: {replicas: 100000}')"
+check "a name too long for the job's Service is refused at admission" refused_with "metadata.name must be at most 56 characters" \
+  "$(job_yaml a-training-job-whose-name-is-far-too-long-for-its-service)"
+check "a name that is not a DNS-1035 label is refused at admission" refused_with "metadata.name must be at most 56 characters" \
+  "$(job_yaml rcv1.v2)"
+check "an algorithm this version cannot run is refused with a message" refused_with "not implemented in this linea version" \
+  "$(job_yaml hybrid 'algorithm: {hybrid: {}}')"
+
+# A Service and a Secret with the names jobs would use, made by someone else.
+k -n ml create service clusterip fs-master --tcp=80:8080 >/dev/null
+k -n ml create secret generic fsec-auth --from-literal=token=theirs >/dev/null
+job_yaml fs | k apply -f - >/dev/null
+job_yaml fsec | k apply -f - >/dev/null
+conflict_named() { # conflict_named <job> <object>
+  equals tj/"$1" '{.status.conditions[?(@.type=="Created")].status}/{.status.conditions[?(@.type=="Created")].reason}' False/ResourceConflict &&
+    jp tj/"$1" '{.status.conditions[?(@.type=="Created")].message}' | grep -qF "$2" &&
+    k -n ml get events --field-selector "involvedObject.name=$1,reason=ResourceConflict" -o name | grep -q . ||
+    { echo "status: $(jp tj/"$1" '{.status}')"; false; }
+}
+check "a foreign Service is named in the job's condition and an event" until_ok 30 conflict_named fs "service ml/fs-master"
+check "a foreign Secret is named in the job's condition and an event" until_ok 30 conflict_named fsec "secret ml/fsec-auth"
+check "... and neither job created a pod" test -z "$(k -n ml get pods -l 'linea.io/job-name in (fs,fsec)' -o name)"
+check "the foreign Service is untouched (selector, labels, owners)" test \
+  "$(jp service/fs-master '{.spec.selector.app}/{.metadata.labels.linea\.io/job-name}/{.metadata.ownerReferences}')" = "fs-master//"
+k -n ml delete tj fs fsec --wait=false >/dev/null
+gone() { ! k -n ml get tj "$1"; }
+until_ok 30 gone fs; until_ok 30 gone fsec
+check "deleting the jobs leaves the foreign Service and Secret in place" bash -c \
+  "'$KUBECTL' -n ml get service fs-master >/dev/null && [ \"\$('$KUBECTL' -n ml get secret fsec-auth -o jsonpath='{.data.token}' | base64 -d)\" = theirs ]"
+
+# set_terminated <pod> <phase> <exit code> <reason> [message]: a kubelet's report of a
+# container that ended now.
+set_terminated() {
+  local body
+  body="$(python3 -c 'import json,sys,datetime
+phase, code, reason, message = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+term = {"exitCode": code, "reason": reason, "finishedAt": now, "startedAt": now}
+if message: term["message"] = message
+print(json.dumps({"status": {"phase": phase, "containerStatuses": [{"name": "c", "image": "linea:e2e", "imageID": "",
+  "ready": False, "restartCount": 0, "state": {"terminated": term}}]}}))' "$2" "$3" "$4" "${5:-}")"
+  k -n ml patch pod "$1" --subresource=status --type=merge -p "$body" >/dev/null
+}
+
+# A worker that keeps failing: replaced with backoff, counted, events say why.
+job_yaml crash 'workers: {replicas: 1}' 'runPolicy: {workerFailureLimit: 5}' | k apply -f - >/dev/null
+until_ok 60 equals pod/crash-worker-0 '{.metadata.name}' crash-worker-0
+set_pod_phase crash-master Running
+first_uid="$(jp pod/crash-worker-0 '{.metadata.uid}')"
+set_terminated crash-worker-0 Failed 137 OOMKilled
+replaced_once() {
+  uid="$(jp pod/crash-worker-0 '{.metadata.uid}')"
+  [ -n "$uid" ] && [ "$uid" != "$first_uid" ] && equals tj/crash '{.status.workers.failed}' 1 &&
+    k -n ml get events --field-selector involvedObject.name=crash,reason=WorkerFailed -o jsonpath='{.items[*].message}' | grep -q 'crash-worker-0 failed: OOMKilled (exit code 137)'
+}
+check "a failed worker is replaced, counted (workers.failed 1) and an event says OOMKilled" until_ok 30 replaced_once
+second_uid="$(jp pod/crash-worker-0 '{.metadata.uid}')"
+set_terminated crash-worker-0 Failed 1 Error "error: s3://data/ads/grid: connection refused"
+held_back() {
+  equals tj/crash '{.status.conditions[?(@.type=="Blocked")].reason}' Backoff &&
+    jp tj/crash '{.status.conditions[?(@.type=="Blocked")].message}' | grep -q 'connection refused.*backoff 10 s'
+}
+check "its next failure is held back: Blocked (Backoff) with the termination message" until_ok 30 held_back
+check "... while the failed pod is kept for inspection" equals pod/crash-worker-0 '{.metadata.uid}' "$second_uid"
+replaced_twice() {
+  uid="$(jp pod/crash-worker-0 '{.metadata.uid}')"
+  [ -n "$uid" ] && [ "$uid" != "$second_uid" ] && equals tj/crash '{.status.workers.failed}' 2 &&
+    jp tj/crash '{.status.workers.lastFailure}' | grep -q 'connection refused'
+}
+check "... and replaced after the backoff, counted (workers.failed 2, lastFailure)" until_ok 40 replaced_twice
+
+# A master the scheduler cannot place: said in the conditions by the next reconcile.
+job_yaml stuck | k apply -f - >/dev/null
+until_ok 60 equals pod/stuck-master '{.metadata.name}' stuck-master
+k -n ml patch pod stuck-master --subresource=status --type=merge -p '{"status":{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/3 nodes are available: 3 Insufficient memory."}]}}' >/dev/null
+unschedulable_shown() {
+  equals tj/stuck '{.status.conditions[?(@.type=="Running")].reason}/{.status.conditions[?(@.type=="Blocked")].reason}' PodUnschedulable/PodUnschedulable &&
+    jp tj/stuck '{.status.conditions[?(@.type=="Blocked")].message}' | grep -q 'stuck-master: Unschedulable: 0/3 nodes are available'
+}
+check "an unschedulable master shows up in Running and Blocked at once" until_ok 10 unschedulable_shown
+
+check "image is immutable under a running job" bash -c \
+  "! out=\$('$KUBECTL' -n ml patch tj stuck --type=merge -p '{\"spec\":{\"image\":\"linea:other\"}}' 2>&1) && grep -q 'are immutable' <<<\"\$out\""
+
+# A one-epoch run, shorter than any poll: the final status comes from the real master's
+# termination message (the model header it wrote), not from a poll.
+job_yaml once 'algorithm: {scd: {epochs: 1}}' | k apply -f - >/dev/null
+until_ok 60 equals pod/once-master '{.metadata.name}' once-master
+uid="$(jp tj/once '{.metadata.uid}')"
+token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' e2e-operator-key-0123456789 "$uid")"
+LINEA_TERMINATION_LOG="$STATE/once.termination" LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" \
+  --model "$STATE/once.model" --listen 127.0.0.1:7072 --epochs 1 >"$STATE/once-master.log" 2>&1 &
+MASTER_PID=$!
+LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7072 --threads 1 >/dev/null 2>&1 &
+WORKER_PID=$!
+master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
+until_ok 120 master_done
+check "the linea master wrote its final epoch count to its termination message" grep -q '"epochs":1' "$STATE/once.termination"
+set_terminated once-master Succeeded 0 Completed "$(cat "$STATE/once.termination")"
+one_epoch() {
+  equals tj/once '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}/{.status.progress.epoch}' Succeeded/MaxEpochsReached/1 &&
+    equals tj/once '{.status.modelUri}' s3://models/once.model || { echo "status: $(jp tj/once '{.status}')"; false; }
+}
+check "a one-epoch run ends MaxEpochsReached with epoch 1 and its modelUri" until_ok 30 one_epoch
+
+# A master that cannot read its data exits 2 with the error as its termination message: the
+# job fails at once as DatasetError, without burning its backoffLimit.
+job_yaml baddata | k apply -f - >/dev/null
+until_ok 60 equals pod/baddata-master '{.metadata.name}' baddata-master
+rc=0
+LINEA_TERMINATION_LOG="$STATE/baddata.termination" LINEA_JOB_SECRET=0123456789abcdef0123 "$LINEA_BIN" --quiet master --data "$STATE/no-such-grid" \
+  --model "$STATE/baddata.model" --listen 127.0.0.1:7073 >/dev/null 2>&1 || rc=$?
+check "linea exits 2 on missing data and writes the error to its termination message" bash -c \
+  "[ $rc = 2 ] && grep -q '^error: ' '$STATE/baddata.termination'"
+set_terminated baddata-master Failed "$rc" Error "$(cat "$STATE/baddata.termination")"
+dataset_error() {
+  equals tj/baddata '{.status.phase}/{.status.conditions[?(@.type=="Failed")].reason}/{.status.restarts}' Failed/DatasetError/0 &&
+    jp tj/baddata '{.status.conditions[?(@.type=="Failed")].message}' | grep -q 'no-such-grid'
+}
+check "... and the job fails as DatasetError with that message, no restart" until_ok 30 dataset_error
+
+# Bounded work and a prompt stop: a 1000-worker job is created in batches with its status
+# written along the way, and SIGTERM stops the operator while it is still creating pods.
+job_yaml wide 'workers: {replicas: 1000}' | k apply -f - >/dev/null
+wide_pods() { k -n ml get pods -l linea.io/job-name=wide -o name | wc -l; }
+status_while_creating() { equals tj/wide '{.status.workers.desired}' 1000 && [ "$(wide_pods)" -ge 40 ] && [ "$(wide_pods)" -lt 1001 ]; }
+check "a 1000-worker job has its status written while its pods are still being created" until_ok 60 status_while_creating
+kill -TERM "$OPERATOR_PID"
+stop_started=$SECONDS
+operator_stopped() { ! kill -0 "$OPERATOR_PID" 2>/dev/null; }
+check "SIGTERM stops the operator within 10 s while it is creating pods" until_ok 10 operator_stopped
+echo "       note: stopped after $((SECONDS - stop_started)) s with $(wide_pods) of 1001 pods created"
+check "... having created only part of the job (it stopped, not finished)" test "$(wide_pods)" -lt 1001

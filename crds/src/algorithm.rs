@@ -1,28 +1,38 @@
 //! `spec.algorithm`: which solver trains the model, with its hyperparameters.
 //!
-//! On the wire the algorithm is an object with exactly one key (`scd`, `cocoa`, `hybrid` or
-//! `ipm`), which is serde's externally tagged enum. In Rust that is a plain enum, so the
-//! operator matches on it and can never see two algorithms at once.
+//! On the wire the algorithm is an object with exactly one key (`scd` or `cocoa`), which is
+//! serde's externally tagged enum. In Rust that is a plain enum, so the operator matches on
+//! it and can never see two algorithms at once.
+//!
+//! Every algorithm minimizes the same objective, as `linea train` does:
+//! `sum over examples of loss(y, f) + l2 * |w|^2` (+ `l1 * |w|_1` for SCD), with `f = w.x + b`
+//! and the bias `b` regularized like every other weight. One `l2`, one meaning, one default.
+//!
+//! `hybrid` and `ipm` keys are in the schema only so that the API server can refuse them with
+//! a message that says they are not implemented in this version.
 
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The loss function of the generalized linear model.
+/// The loss function of the generalized linear model, with `f = w.x + b` the model's score.
+/// The same definitions as the engine's (`linea train --loss`).
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Loss {
-    /// Logistic loss log(1 + exp(-y w.x)): logistic regression, labels in {-1, +1}.
+    /// Logistic loss log(1 + exp(-y f)): logistic regression, labels in {-1, +1}.
     #[default]
     Logistic,
-    /// Squared loss (y - w.x)^2 / 2: least squares regression.
+    /// Squared loss (y - f)^2 (no factor 1/2): least squares regression.
     Squared,
-    /// Hinge loss max(0, 1 - y w.x): linear support vector machine, labels in {-1, +1}.
+    /// Hinge loss max(0, 1 - y f): linear support vector machine, labels in {-1, +1}. CoCoA
+    /// only (SCD needs a differentiable loss).
     Hinge,
 }
 
 impl Loss {
-    /// The name used in manifests (`logistic`, `squared`, `hinge`).
+    /// The name used in manifests and on the `linea` command line (`logistic`, `squared`,
+    /// `hinge`).
     pub fn as_str(self) -> &'static str {
         match self {
             Loss::Logistic => "logistic",
@@ -40,24 +50,25 @@ pub enum Algorithm {
     /// Scalable Coordinate Descent (the default): feature blocks are updated one at a time
     /// from statistics aggregated over all row shards. Same model for any worker count.
     Scd(ScdParams),
-    /// CoCoA with an SDCA local solver: each worker optimizes the dual on its row shards and
-    /// the master averages the updates; stops on the duality gap. Supports elastic scale-in.
+    /// CoCoA with an SDCA local solver: each of `workers.replicas` slots optimizes the dual on
+    /// its rows for `localPasses` passes, the master adds the updates; stops on the relative
+    /// duality gap. The same objective (and `l2`) as SCD.
     Cocoa(CocoaParams),
-    /// AllReduce hybrid: AdaGrad SGD passes whose weighted average warm-starts L-BFGS, with
-    /// gradients summed over a spanning tree of workers.
-    Hybrid(HybridParams),
-    /// Iterative parameter mixtures: each worker runs SGD over its row shards for one epoch and
-    /// the master averages the resulting models.
-    Ipm(IpmParams),
 }
 
-/// Schema of `spec.algorithm`: an object whose optional properties are the four blocks.
+/// Description of the algorithm keys this version refuses.
+const NOT_IMPLEMENTED: &str =
+    "Not implemented in this linea version: a TrainingJob that sets it is refused at admission.";
+
+/// Schema of `spec.algorithm`: an object whose optional properties are the blocks.
 ///
 /// The derived schema of an externally tagged enum also carries
-/// `oneOf: [{required: [scd]}, {required: [cocoa]}, ...]`. The API server reports a failed
+/// `oneOf: [{required: [scd]}, {required: [cocoa]}]`. The API server reports a failed
 /// `oneOf` as a pathless "must validate one and only one schema (oneOf)" plus a misleading
 /// "spec.algorithm.scd: Required value"; the CEL rule on `spec.algorithm` says the same thing
-/// clearly, so the schema leaves the `oneOf` out and the CEL rule alone enforces it.
+/// clearly, so the schema leaves the `oneOf` out and the CEL rule alone enforces it. The
+/// not-implemented keys are untyped objects, so a manifest that sets one reaches the CEL rule
+/// that names them instead of a strict-decoding error.
 pub(crate) fn algorithm_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let derived = Algorithm::json_schema(generator);
     let mut properties = serde_json::Map::new();
@@ -75,6 +86,16 @@ pub(crate) fn algorithm_schema(generator: &mut schemars::SchemaGenerator) -> sch
             properties.insert(name.clone(), property);
         }
     }
+    for name in Algorithm::NOT_IMPLEMENTED {
+        properties.insert(
+            name.to_string(),
+            serde_json::json!({
+                "type": "object",
+                "description": NOT_IMPLEMENTED,
+                "x-kubernetes-preserve-unknown-fields": true,
+            }),
+        );
+    }
     schemars::json_schema!({
         "type": "object",
         "properties": properties,
@@ -88,48 +109,47 @@ impl Default for Algorithm {
 }
 
 impl Algorithm {
-    /// All algorithm names, in the order of the manifest keys.
-    pub const NAMES: [&'static str; 4] = ["scd", "cocoa", "hybrid", "ipm"];
+    /// The algorithms this version runs, in the order of the manifest keys.
+    pub const NAMES: [&'static str; 2] = ["scd", "cocoa"];
+    /// Algorithm keys the API refuses: planned, not implemented in this version.
+    pub const NOT_IMPLEMENTED: [&'static str; 2] = ["hybrid", "ipm"];
 
-    /// The manifest key of this algorithm (`scd`, `cocoa`, `hybrid`, `ipm`).
+    /// The manifest key of this algorithm (`scd`, `cocoa`).
     pub fn name(&self) -> &'static str {
         match self {
             Algorithm::Scd(_) => "scd",
             Algorithm::Cocoa(_) => "cocoa",
-            Algorithm::Hybrid(_) => "hybrid",
-            Algorithm::Ipm(_) => "ipm",
         }
     }
 
-    /// The loss every algorithm minimizes.
+    /// The loss the algorithm minimizes.
     pub fn loss(&self) -> Loss {
         match self {
             Algorithm::Scd(p) => p.loss,
             Algorithm::Cocoa(p) => p.loss,
-            Algorithm::Hybrid(p) => p.loss,
-            Algorithm::Ipm(p) => p.loss,
         }
     }
 
-    /// The L2 regularization strength every algorithm takes.
+    /// The L2 regularization strength (the same meaning for every algorithm).
     pub fn l2(&self) -> f64 {
         match self {
             Algorithm::Scd(p) => p.l2,
             Algorithm::Cocoa(p) => p.l2,
-            Algorithm::Hybrid(p) => p.l2,
-            Algorithm::Ipm(p) => p.l2,
         }
     }
 
-    /// Whether the master's elastic scale-in policy can drive this algorithm (CoCoA only: the
-    /// policy follows the slope of its duality gap).
-    pub fn supports_elastic(&self) -> bool {
-        matches!(self, Algorithm::Cocoa(_))
+    /// The most epochs the job may run: `scd.epochs` or `cocoa.maxEpochs`. A job that ran
+    /// this many ended on the limit (MaxEpochsReached), not on its stopping criterion.
+    pub fn max_epochs(&self) -> i64 {
+        match self {
+            Algorithm::Scd(p) => p.epochs.into(),
+            Algorithm::Cocoa(p) => p.max_epochs.into(),
+        }
     }
 }
 
 // The same defaults as `linea train`.
-fn default_scd_l2() -> f64 {
+fn default_l2() -> f64 {
     1.0
 }
 fn default_scd_epochs() -> i32 {
@@ -143,25 +163,28 @@ fn default_scd_tolerance() -> f64 {
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ScdParams {
-    /// Loss function: logistic, squared or hinge.
+    /// Loss function: logistic (default) or squared. hinge is refused: SCD needs a
+    /// differentiable loss (use cocoa).
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self != 'hinge'").message(crate::validation::MSG_SCD_HINGE))]
     pub loss: Loss,
-    /// L2 regularization strength: the objective is the sum of the examples' losses +
-    /// l2 * |w|^2 + l1 * |w|_1, as for `linea train` (LIBLINEAR's C = 1 / (2 l2)). Must be >= 0.
-    #[serde(default = "default_scd_l2")]
+    /// L2 regularization strength (default 1): the objective is the sum of the examples'
+    /// losses + l2 * |w|^2 + l1 * |w|_1, bias included, as for `linea train` (LIBLINEAR's
+    /// C = 1 / (2 l2)). Must be >= 0.
+    #[serde(default = "default_l2")]
     #[schemars(range(min = 0.0))]
     pub l2: f64,
-    /// L1 regularization strength (lambda1 * |w|_1): drives weights of useless features to
-    /// exactly zero. Must be >= 0; 0 disables it.
+    /// L1 regularization strength (default 0): drives weights of useless features to exactly
+    /// zero. Must be >= 0; 0 disables it.
     #[serde(default)]
     #[schemars(range(min = 0.0))]
     pub l1: f64,
-    /// Maximum number of epochs (one epoch updates every feature block once).
+    /// Maximum number of epochs (default 100; one epoch updates every feature block once).
     #[serde(default = "default_scd_epochs")]
     #[schemars(range(min = 1))]
     pub epochs: i32,
     /// Stop early when three epochs together lower the objective by less than this fraction
-    /// of its value. 0 stops only when the objective no longer falls at all.
+    /// of its value (default 1e-9). 0 stops only when the objective no longer falls at all.
     #[serde(default = "default_scd_tolerance")]
     #[schemars(range(min = 0.0))]
     pub tolerance: f64,
@@ -171,7 +194,7 @@ impl Default for ScdParams {
     fn default() -> Self {
         Self {
             loss: Loss::default(),
-            l2: default_scd_l2(),
+            l2: default_l2(),
             l1: 0.0,
             epochs: default_scd_epochs(),
             tolerance: default_scd_tolerance(),
@@ -179,138 +202,61 @@ impl Default for ScdParams {
     }
 }
 
-fn default_cocoa_l2() -> f64 {
-    1e-4
+fn default_local_passes() -> i32 {
+    1
+}
+fn default_gap_tolerance() -> f64 {
+    1e-6
 }
 fn default_cocoa_epochs() -> i32 {
     100
 }
-fn default_cocoa_gap() -> f64 {
-    1e-4
-}
 
-/// Hyperparameters of CoCoA with the SDCA local solver.
+/// Hyperparameters of CoCoA with the SDCA local solver, as `linea train --algorithm cocoa`
+/// takes them.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CocoaParams {
-    /// Loss function: logistic, squared or hinge.
+    /// Loss function: logistic (default), squared or hinge.
     #[serde(default)]
     pub loss: Loss,
-    /// L2 regularization strength. Must be > 0: SDCA solves the dual problem, which exists
-    /// only for a strongly convex regularizer.
-    #[serde(default = "default_cocoa_l2")]
+    /// L2 regularization strength (default 1), the same meaning as scd.l2: the objective is
+    /// the sum of the examples' losses + l2 * |w|^2, bias included. Must be > 0: SDCA solves
+    /// the dual problem, which exists only for a strongly convex regularizer.
+    #[serde(default = "default_l2")]
     #[x_kube(validation = Rule::new("self > 0.0").message(crate::validation::MSG_COCOA_L2_POSITIVE))]
     pub l2: f64,
-    /// Maximum number of outer rounds (each: local SDCA on every worker, then averaging).
+    /// H: passes of SDCA each slot makes over its own examples per round (default 1).
+    #[serde(default = "default_local_passes")]
+    #[schemars(range(min = 1))]
+    pub local_passes: i32,
+    /// Stop when the duality gap relative to the objective, (primal - dual) / primal, falls
+    /// below this value (default 1e-6). The gap bounds the distance to the optimum.
+    #[serde(default = "default_gap_tolerance")]
+    #[schemars(range(min = 0.0))]
+    pub gap_tolerance: f64,
+    /// Maximum number of rounds (default 100; each: local SDCA in every slot, then the master
+    /// adds the updates).
     #[serde(default = "default_cocoa_epochs")]
     #[schemars(range(min = 1))]
-    pub epochs: i32,
-    /// Stop when the duality gap (an upper bound on the distance to the optimal objective)
-    /// falls below this value.
-    #[serde(default = "default_cocoa_gap")]
-    #[schemars(range(min = 0.0))]
-    pub duality_gap_tolerance: f64,
-    /// SDCA coordinate steps each worker takes per round on its own examples. Unset means one
-    /// pass over the worker's examples.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub local_iterations: Option<i64>,
+    pub max_epochs: i32,
+    /// Seed of the order in which SDCA visits examples (default 0). The same seed gives the
+    /// same model bit for bit.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub seed: i64,
 }
 
 impl Default for CocoaParams {
     fn default() -> Self {
         Self {
             loss: Loss::default(),
-            l2: default_cocoa_l2(),
-            epochs: default_cocoa_epochs(),
-            duality_gap_tolerance: default_cocoa_gap(),
-            local_iterations: None,
+            l2: default_l2(),
+            local_passes: default_local_passes(),
+            gap_tolerance: default_gap_tolerance(),
+            max_epochs: default_cocoa_epochs(),
+            seed: 0,
         }
-    }
-}
-
-fn default_hybrid_l2() -> f64 {
-    1e-6
-}
-fn default_sgd_passes() -> i32 {
-    1
-}
-fn default_lbfgs_memory() -> i32 {
-    15
-}
-fn default_lbfgs_iterations() -> i32 {
-    20
-}
-
-/// Hyperparameters of the AllReduce hybrid (AdaGrad SGD warm start, then L-BFGS).
-#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct HybridParams {
-    /// Loss function: logistic, squared or hinge.
-    #[serde(default)]
-    pub loss: Loss,
-    /// L2 regularization strength. Must be >= 0.
-    #[serde(default = "default_hybrid_l2")]
-    #[schemars(range(min = 0.0))]
-    pub l2: f64,
-    /// AdaGrad SGD passes over each worker's examples before the models are averaged
-    /// (weighted by the AdaGrad accumulators) to warm-start L-BFGS. 0 starts L-BFGS from zero.
-    #[serde(default = "default_sgd_passes")]
-    #[schemars(range(min = 0))]
-    pub sgd_passes: i32,
-    /// Number of correction pairs L-BFGS keeps to approximate the inverse Hessian.
-    #[serde(default = "default_lbfgs_memory")]
-    #[schemars(range(min = 1, max = 100))]
-    pub lbfgs_memory: i32,
-    /// Maximum L-BFGS iterations (each one AllReduce of the full gradient).
-    #[serde(default = "default_lbfgs_iterations")]
-    #[schemars(range(min = 1))]
-    pub lbfgs_iterations: i32,
-}
-
-impl Default for HybridParams {
-    fn default() -> Self {
-        Self {
-            loss: Loss::default(),
-            l2: default_hybrid_l2(),
-            sgd_passes: default_sgd_passes(),
-            lbfgs_memory: default_lbfgs_memory(),
-            lbfgs_iterations: default_lbfgs_iterations(),
-        }
-    }
-}
-
-fn default_ipm_epochs() -> i32 {
-    10
-}
-fn default_learning_rate() -> f64 {
-    0.1
-}
-
-/// Hyperparameters of iterative parameter mixtures.
-#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct IpmParams {
-    /// Loss function: logistic, squared or hinge (hinge gives the averaged perceptron-like SVM).
-    #[serde(default)]
-    pub loss: Loss,
-    /// L2 regularization strength. Must be >= 0.
-    #[serde(default)]
-    #[schemars(range(min = 0.0))]
-    pub l2: f64,
-    /// Number of mixing rounds: one SGD epoch on every worker, then the master averages.
-    #[serde(default = "default_ipm_epochs")]
-    #[schemars(range(min = 1))]
-    pub epochs: i32,
-    /// SGD step size. Must be > 0.
-    #[serde(default = "default_learning_rate")]
-    #[x_kube(validation = Rule::new("self > 0.0").message(crate::validation::MSG_IPM_LEARNING_RATE_POSITIVE))]
-    pub learning_rate: f64,
-}
-
-impl Default for IpmParams {
-    fn default() -> Self {
-        Self { loss: Loss::default(), l2: 0.0, epochs: default_ipm_epochs(), learning_rate: default_learning_rate() }
     }
 }
 
@@ -321,31 +267,40 @@ mod tests {
 
     #[test]
     fn an_algorithm_is_an_object_with_one_key() {
-        let a: Algorithm = serde_json::from_value(json!({"cocoa": {"l2": 0.01}})).unwrap();
+        let a: Algorithm = serde_json::from_value(json!({"cocoa": {"l2": 0.01, "loss": "hinge"}})).unwrap();
         assert_eq!(a.name(), "cocoa");
         assert_eq!(a.l2(), 0.01);
-        assert_eq!(a.loss(), Loss::Logistic);
-        assert!(a.supports_elastic());
+        assert_eq!(a.loss(), Loss::Hinge);
+        assert_eq!(a.max_epochs(), 100);
         let back = serde_json::to_value(&a).unwrap();
-        assert_eq!(back["cocoa"]["dualityGapTolerance"], json!(1e-4));
+        assert_eq!(back["cocoa"]["gapTolerance"], json!(1e-6));
+        assert_eq!(back["cocoa"]["localPasses"], json!(1));
         assert_eq!(back.as_object().unwrap().len(), 1);
     }
 
     #[test]
-    fn zero_two_or_unknown_blocks_do_not_parse() {
-        for bad in [json!({}), json!({"scd": {}, "ipm": {}}), json!({"sgd": {}}), json!({"scd": {"loss": "poisson"}})] {
+    fn scd_and_cocoa_share_the_l2_default() {
+        assert_eq!(ScdParams::default().l2, CocoaParams::default().l2);
+        assert_eq!(ScdParams::default().l2, 1.0);
+    }
+
+    #[test]
+    fn zero_two_unknown_or_unimplemented_blocks_do_not_parse() {
+        for bad in [
+            json!({}),
+            json!({"scd": {}, "cocoa": {}}),
+            json!({"sgd": {}}),
+            json!({"hybrid": {}}),
+            json!({"ipm": {}}),
+            json!({"scd": {"loss": "poisson"}}),
+        ] {
             assert!(serde_json::from_value::<Algorithm>(bad.clone()).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn names_cover_every_variant_in_manifest_order() {
-        let all = [
-            Algorithm::Scd(ScdParams::default()),
-            Algorithm::Cocoa(CocoaParams::default()),
-            Algorithm::Hybrid(HybridParams::default()),
-            Algorithm::Ipm(IpmParams::default()),
-        ];
+        let all = [Algorithm::Scd(ScdParams::default()), Algorithm::Cocoa(CocoaParams::default())];
         let names: Vec<&str> = all.iter().map(Algorithm::name).collect();
         assert_eq!(names, Algorithm::NAMES);
         for a in &all {

@@ -22,12 +22,12 @@ pub mod status;
 pub mod validation;
 pub mod workers;
 
-pub use algorithm::{Algorithm, CocoaParams, HybridParams, IpmParams, Loss, ScdParams};
+pub use algorithm::{Algorithm, CocoaParams, Loss, ScdParams};
 pub use run_policy::{CleanPodPolicy, RunPolicy};
-pub use spec::{PullPolicy, StorageSpec, TrainingJob, TrainingJobSpec};
+pub use spec::{PodMetadata, PullPolicy, StorageSpec, TrainingJob, TrainingJobSpec};
 pub use status::{Phase, Progress, TrainingJobStatus, WorkerStatus};
 pub use validation::InvalidSpec;
-pub use workers::{ElasticPolicy, MasterSpec, WorkerSpec};
+pub use workers::{ElasticPolicy, MAX_WORKERS, MasterSpec, WorkerSpec};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

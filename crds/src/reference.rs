@@ -24,9 +24,16 @@ date, and deletes what it created when the job is deleted. `kubectl explain tj.s
 shows the same text as this page.
 
 The API server refuses a bad manifest: numeric bounds and enums are in the schema, and the
-rules the schema cannot say are CEL rules (listed under each object below). Updates may change
-workers, placement, elastic and run policy; `datasetUri`, `modelUri` and `algorithm` are
-immutable. Example manifests: `crds/tests/fixtures/valid-*.yaml`.
+rules the schema cannot say are CEL rules (listed under each object below), including what
+this version cannot run (`hybrid`, `ipm`, `elastic.enabled`, the hinge loss with SCD, `file://`
+URIs, which pods on other nodes cannot see) and names that would not make valid child objects
+(`metadata.name`: at most 56 characters, a DNS-1035 label, because the master Service is
+`<name>-master`). Updates may change workers, placement, resources and run policy;
+`datasetUri`, `modelUri`, `algorithm`, `image`, `imagePullPolicy`, `jobSecretName`, `storage`,
+`serviceAccountName`, `priorityClassName` and `schedulerName` are immutable. Every algorithm
+minimizes the sum of the examples' losses + `l2` * |w|^2 (bias included), with the losses
+defined under `spec.algorithm.scd.loss`. A ready example: `docs/examples/trainingjob.yaml`;
+more in `crds/tests/fixtures/valid-*.yaml`.
 
 ```console
 $ kubectl get tj

@@ -18,17 +18,29 @@ pub enum CleanPodPolicy {
 fn default_backoff_limit() -> i32 {
     3
 }
+fn default_worker_failure_limit() -> i32 {
+    10
+}
 
 /// Retries, deadlines and clean-up of the job.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RunPolicy {
-    /// How many times the master may fail (crash, eviction, node loss) before the job is
-    /// marked Failed. A restarted master resumes from its last checkpoint. Worker failures
-    /// never count: workers are replaced and their work is recomputed.
+    /// How many times the master may fail (default 3) before the job is marked Failed
+    /// (BackoffLimitExceeded). A failed master is replaced after an exponential backoff
+    /// (10 s, 20 s, 40 s, ... at most 5 min) and resumes from its last checkpoint.
+    /// Preemptions and evictions never count; a master that exits with code 2 (the data or
+    /// its arguments are wrong) fails the job at once (DatasetError).
     #[serde(default = "default_backoff_limit")]
     #[schemars(range(min = 0))]
     pub backoff_limit: i32,
+    /// How many worker failures (a non-zero exit, OOMKilled) the job tolerates (default 10)
+    /// before it is marked Failed (WorkerFailureLimitExceeded): a worker that keeps failing
+    /// means the job is broken, not unlucky. Failed workers are replaced after an exponential
+    /// backoff (10 s, 20 s, ... at most 5 min); preempted or drained workers never count.
+    #[serde(default = "default_worker_failure_limit")]
+    #[schemars(range(min = 0))]
+    pub worker_failure_limit: i32,
     /// Wall-clock limit in seconds from the job's start; past it the job is stopped and
     /// marked Failed (reason DeadlineExceeded). Unset means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +60,7 @@ impl Default for RunPolicy {
     fn default() -> Self {
         Self {
             backoff_limit: default_backoff_limit(),
+            worker_failure_limit: default_worker_failure_limit(),
             active_deadline_seconds: None,
             ttl_seconds_after_finished: None,
             clean_pod_policy: CleanPodPolicy::default(),

@@ -1,5 +1,7 @@
 //! `TrainingJob` and its spec: what to train on, where to write the model, with which pods.
 
+use std::collections::BTreeMap;
+
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,7 +29,8 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
     namespaced,
     status = "TrainingJobStatus",
     derive = "PartialEq",
-    doc = "TrainingJob trains a sparse generalized linear model (logistic regression, least squares, linear SVM) with one master pod and elastic, preemptible worker pods.",
+    doc = "TrainingJob trains a sparse generalized linear model (logistic regression, least squares, linear SVM) with one master pod and preemptible worker pods.",
+    validation = Rule::new("self.metadata.name.size() <= 56 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message(crate::validation::MSG_NAME),
     scale(
         spec_replicas_path = ".spec.workers.replicas",
         status_replicas_path = ".status.workers.ready",
@@ -43,7 +46,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         name = "Algorithm",
         type_ = "string",
         json_path = ".status.algorithm",
-        description = "Training algorithm (scd, cocoa, hybrid, ipm)"
+        description = "Training algorithm (scd, cocoa)"
     ),
     printcolumn(
         name = "Ready",
@@ -86,34 +89,41 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.elastic) || !self.elastic.enabled || (has(self.algorithm) && has(self.algorithm.cocoa))").message(crate::validation::MSG_ELASTIC_NEEDS_COCOA))]
+#[x_kube(
+    validation = Rule::new("self.datasetUri != self.modelUri").message(crate::validation::MSG_SAME_URI),
+    validation = Rule::new(IMMUTABLE_POD_FIELDS_RULE).message(crate::validation::MSG_POD_FIELDS_IMMUTABLE),
+)]
 pub struct TrainingJobSpec {
-    /// URI of the data grid written by `linea prepare`: `file:///path` (a volume every pod
-    /// sees) or `s3://bucket/prefix`. Immutable: a running job's state refers to this grid.
+    /// URI of the data grid written by `linea prepare`: `s3://bucket/prefix` (pods see no
+    /// local files, so `file://` works with `linea train` only). Immutable: a running job's
+    /// state refers to this grid.
     #[x_kube(
-        validation = Rule::new("self.matches('^(file|s3)://.+$')").message(crate::validation::MSG_DATASET_URI_SCHEME),
+        validation = Rule::new(S3_URI_RULE).message(crate::validation::MSG_DATASET_URI_SCHEME),
         validation = Rule::new("self == oldSelf").message(crate::validation::MSG_DATASET_URI_IMMUTABLE),
     )]
     #[schemars(length(min = 1, max = 2048))]
     pub dataset_uri: String,
-    /// URI under which the master writes checkpoints and the final model: `file:///path` or
-    /// `s3://bucket/prefix`. Immutable: a restarted master resumes from the checkpoints here.
+    /// URI of the final model, `s3://bucket/key`; checkpoints go to `<modelUri>.checkpoint`.
+    /// Must differ from datasetUri. Immutable: a restarted master resumes from the checkpoints
+    /// here.
     #[x_kube(
-        validation = Rule::new("self.matches('^(file|s3)://.+$')").message(crate::validation::MSG_MODEL_URI_SCHEME),
+        validation = Rule::new(S3_URI_RULE).message(crate::validation::MSG_MODEL_URI_SCHEME),
         validation = Rule::new("self == oldSelf").message(crate::validation::MSG_MODEL_URI_IMMUTABLE),
     )]
     #[schemars(length(min = 1, max = 2048))]
     pub model_uri: String,
     /// How to reach the object store for s3:// URIs. Unset uses AWS defaults (the pods'
-    /// environment, instance role or IRSA).
+    /// environment, instance role or IRSA through serviceAccountName). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
-    /// The training algorithm: exactly one of `scd` (default), `cocoa`, `hybrid`, `ipm`, with
-    /// its hyperparameters. Immutable: the checkpoints belong to one algorithm.
+    /// The training algorithm: exactly one of `scd` (default) or `cocoa`, with its
+    /// hyperparameters (`hybrid` and `ipm` are refused: not implemented in this version).
+    /// Immutable: the checkpoints belong to one algorithm.
     #[serde(default)]
     #[schemars(schema_with = "crate::algorithm::algorithm_schema")]
     #[x_kube(
         validation = Rule::new("(has(self.scd) ? 1 : 0) + (has(self.cocoa) ? 1 : 0) + (has(self.hybrid) ? 1 : 0) + (has(self.ipm) ? 1 : 0) == 1").message(crate::validation::MSG_EXACTLY_ONE_ALGORITHM),
+        validation = Rule::new("!has(self.hybrid) && !has(self.ipm)").message(crate::validation::MSG_ALGORITHM_NOT_IMPLEMENTED),
         validation = Rule::new("self == oldSelf").message(crate::validation::MSG_ALGORITHM_IMMUTABLE),
     )]
     pub algorithm: Algorithm,
@@ -123,26 +133,81 @@ pub struct TrainingJobSpec {
     /// The master pod's resources and placement.
     #[serde(default)]
     pub master: MasterSpec,
-    /// Elastic scale-in of the workers as convergence slows (cocoa only).
+    /// Elastic scale-in of the workers as convergence slows: not implemented in this version
+    /// (`enabled: true` is refused).
     #[serde(default)]
     pub elastic: ElasticPolicy,
     /// Retries, deadline, clean-up and time-to-live after the job finishes.
     #[serde(default)]
     pub run_policy: RunPolicy,
     /// Container image with the `linea` binary, for master and workers. Unset uses the image
-    /// the operator was deployed with.
+    /// the operator was deployed with. Immutable: every pod of a job runs the same binary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub image: Option<String>,
     /// When the kubelet pulls the image: Always, IfNotPresent or Never. Unset follows the
-    /// Kubernetes default (Always for `:latest`, IfNotPresent otherwise).
+    /// Kubernetes default (Always for `:latest`, IfNotPresent otherwise). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
     /// Name of a Secret in the job's namespace whose key `token` authenticates workers to the
-    /// master. Unset: the operator generates one per job (owned by the job).
+    /// master. Unset: the operator creates `<name>-auth` (owned by the job). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub job_secret_name: Option<String>,
+    /// ServiceAccount of the master and worker pods, e.g. one bound to an IAM role (IRSA,
+    /// GKE Workload Identity) for s3:// access. Unset: the namespace's `default`. Its token is
+    /// mounted only when this is set. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
+    /// PriorityClass of the master and worker pods. Unset: the cluster's default. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
+    /// Scheduler of the master and worker pods (e.g. `volcano`); Kueue needs none, it admits
+    /// jobs through labels (podMetadata). Unset: the default scheduler. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub scheduler_name: Option<String>,
+    /// Labels and annotations added to every pod of the job (cost allocation, Kueue queue
+    /// names, sidecar injection switches). The operator's own labels win on a clash.
+    #[serde(default, skip_serializing_if = "PodMetadata::is_empty")]
+    pub pod_metadata: PodMetadata,
+}
+
+/// The CEL rule of datasetUri and modelUri: `s3://` followed by a bucket name (3 to 63
+/// characters of lowercase letters, digits, dots and dashes), then optionally `/key`.
+const S3_URI_RULE: &str = "self.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')";
+
+/// Fields that every pod of a job takes at creation: changed mid-run they would leave a job
+/// of mixed pods (old master, new workers), so they are immutable. Set or unset stays so.
+const IMMUTABLE_POD_FIELDS_RULE: &str = "[\
+    [has(self.image), has(oldSelf.image), !has(self.image) || !has(oldSelf.image) || self.image == oldSelf.image], \
+    [has(self.imagePullPolicy), has(oldSelf.imagePullPolicy), !has(self.imagePullPolicy) || !has(oldSelf.imagePullPolicy) || self.imagePullPolicy == oldSelf.imagePullPolicy], \
+    [has(self.jobSecretName), has(oldSelf.jobSecretName), !has(self.jobSecretName) || !has(oldSelf.jobSecretName) || self.jobSecretName == oldSelf.jobSecretName], \
+    [has(self.storage), has(oldSelf.storage), !has(self.storage) || !has(oldSelf.storage) || self.storage == oldSelf.storage], \
+    [has(self.serviceAccountName), has(oldSelf.serviceAccountName), !has(self.serviceAccountName) || !has(oldSelf.serviceAccountName) || self.serviceAccountName == oldSelf.serviceAccountName], \
+    [has(self.priorityClassName), has(oldSelf.priorityClassName), !has(self.priorityClassName) || !has(oldSelf.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName], \
+    [has(self.schedulerName), has(oldSelf.schedulerName), !has(self.schedulerName) || !has(oldSelf.schedulerName) || self.schedulerName == oldSelf.schedulerName]\
+    ].all(f, f[0] == f[1] && f[2])";
+
+/// Labels and annotations for the job's pods.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMetadata {
+    /// Labels added to every pod of the job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations added to every pod of the job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl PodMetadata {
+    /// Whether neither labels nor annotations are set.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
 }
 
 /// Connection settings for an S3-compatible object store.
@@ -158,8 +223,8 @@ pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub region: Option<String>,
-    /// Address buckets as `endpoint/bucket` instead of `bucket.endpoint`; most self-hosted
-    /// S3 servers need this.
+    /// Address buckets as `endpoint/bucket` instead of `bucket.endpoint` (default false);
+    /// most self-hosted S3 servers need this.
     #[serde(default)]
     pub force_path_style: bool,
     /// Name of a Secret in the job's namespace with keys `AWS_ACCESS_KEY_ID` and
@@ -192,13 +257,8 @@ impl PullPolicy {
 }
 
 impl TrainingJobSpec {
-    /// The manifest key of the chosen algorithm: `scd`, `cocoa`, `hybrid` or `ipm`.
+    /// The manifest key of the chosen algorithm: `scd` or `cocoa`.
     pub fn algorithm_name(&self) -> &'static str {
         self.algorithm.name()
-    }
-
-    /// Whether the master should run the elastic scale-in policy for this job.
-    pub fn elastic_enabled(&self) -> bool {
-        self.elastic.enabled && self.algorithm.supports_elastic()
     }
 }

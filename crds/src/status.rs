@@ -16,13 +16,17 @@ pub mod condition_type {
     pub const SCALING: &str = "Scaling";
     /// Some workers are draining ahead of a node termination or a scale-in.
     pub const DRAINING: &str = "Draining";
+    /// Some pod of the job cannot start or is held back (unschedulable, image pull, missing
+    /// Secret, backoff after a failure, creation refused by quota or admission); the message
+    /// names each pod and why.
+    pub const BLOCKED: &str = "Blocked";
     /// Training finished and the final model was written.
     pub const SUCCEEDED: &str = "Succeeded";
     /// The job stopped without a model (see the reason).
     pub const FAILED: &str = "Failed";
 
     /// Every condition type, in lifecycle order.
-    pub const ALL: [&str; 6] = [CREATED, RUNNING, SCALING, DRAINING, SUCCEEDED, FAILED];
+    pub const ALL: [&str; 7] = [CREATED, RUNNING, SCALING, DRAINING, BLOCKED, SUCCEEDED, FAILED];
 }
 
 /// Condition reasons (`status.conditions[].reason`): CamelCase, machine-readable.
@@ -44,9 +48,10 @@ pub mod reason {
     /// Draining: a node running workers got a termination notice (spot interruption, drain,
     /// autoscaler scale-down).
     pub const NODE_TERMINATING: &str = "NodeTerminating";
-    /// Succeeded: the stopping criterion (tolerance, duality gap) was met.
+    /// Succeeded: the stopping criterion (tolerance, duality gap) was met before the epoch
+    /// limit (the master's final epoch count, from its termination message).
     pub const CONVERGED: &str = "Converged";
-    /// Succeeded: the maximum number of epochs ran.
+    /// Succeeded: the maximum number of epochs (scd.epochs, cocoa.maxEpochs) ran.
     pub const MAX_EPOCHS_REACHED: &str = "MaxEpochsReached";
     /// Failed: the master failed more than runPolicy.backoffLimit times.
     pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
@@ -54,11 +59,32 @@ pub mod reason {
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
     /// Failed: the spec passed API validation but cannot run (e.g. missing Secret).
     pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// Failed: the dataset could not be read (missing, corrupt, bad checksum).
+    /// Failed: the master exited with code 2: the dataset could not be read (missing,
+    /// corrupt, bad checksum) or its arguments are wrong; a restart cannot help.
     pub const DATASET_ERROR: &str = "DatasetError";
+    /// Failed: more worker failures than runPolicy.workerFailureLimit.
+    pub const WORKER_FAILURE_LIMIT_EXCEEDED: &str = "WorkerFailureLimitExceeded";
+    /// Event: a worker failed (OOMKilled, a non-zero exit); the note has the termination message.
+    pub const WORKER_FAILED: &str = "WorkerFailed";
+    /// Draining: the master is draining workers (scale-in or a drain it was asked for).
+    pub const WORKERS_DRAINING: &str = "WorkersDraining";
+    /// Created False: an object with the name a job's object needs exists and is not owned by
+    /// the job; the operator leaves it alone until it is deleted or renamed.
+    pub const RESOURCE_CONFLICT: &str = "ResourceConflict";
+    /// Blocked: a pod cannot be scheduled (the scheduler's message follows).
+    pub const POD_UNSCHEDULABLE: &str = "PodUnschedulable";
+    /// Blocked: a container cannot start (ImagePullBackOff, CreateContainerConfigError, ...).
+    pub const CONTAINER_WAITING: &str = "ContainerWaiting";
+    /// Blocked: a failed pod is replaced after an exponential backoff.
+    pub const BACKOFF: &str = "Backoff";
+    /// Blocked: the API server refused to create a pod (ResourceQuota, admission policy);
+    /// retried with exponential backoff.
+    pub const POD_CREATION_REFUSED: &str = "PodCreationRefused";
+    /// Blocked False: every pod of the job could start.
+    pub const NOT_BLOCKED: &str = "NotBlocked";
 
     /// Every reason.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 23] = [
         RESOURCES_CREATED,
         MASTER_STARTING,
         TRAINING,
@@ -73,6 +99,15 @@ pub mod reason {
         DEADLINE_EXCEEDED,
         INVALID_SPEC,
         DATASET_ERROR,
+        WORKER_FAILURE_LIMIT_EXCEEDED,
+        WORKER_FAILED,
+        WORKERS_DRAINING,
+        RESOURCE_CONFLICT,
+        POD_UNSCHEDULABLE,
+        CONTAINER_WAITING,
+        BACKOFF,
+        POD_CREATION_REFUSED,
+        NOT_BLOCKED,
     ];
 }
 
@@ -144,9 +179,14 @@ pub struct TrainingJobStatus {
     /// Training progress reported by the master.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
-    /// URI of the final model, set when the job succeeds.
+    /// URI of the final model, set only once the job has succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_uri: Option<String>,
+    /// UID of the auth Secret the operator created for this job. Only the object with this
+    /// UID is ever treated as the job's (and deleted with it): a same-named Secret that
+    /// someone else made is left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_secret_uid: Option<String>,
     /// When the operator first created the job's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
@@ -171,9 +211,17 @@ pub struct WorkerStatus {
     #[serde(default)]
     pub ready: i32,
     /// Workers finishing their current work item before they exit (termination notice or
-    /// scale-in).
+    /// scale-in); the Draining condition is True exactly when this is above 0.
     #[serde(default)]
     pub draining: i32,
+    /// Worker failures so far (non-zero exits, OOMKilled; preemptions and drains do not
+    /// count), compared with spec.runPolicy.workerFailureLimit.
+    #[serde(default)]
+    pub failed: i32,
+    /// The last worker failure: pod, reason, exit code and termination message. Kept here
+    /// because the failed pod is replaced under the same name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
     /// Label selector of the worker pods, in string form (for `kubectl scale` and HPA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
@@ -183,7 +231,7 @@ pub struct WorkerStatus {
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
-    /// Epochs (outer rounds) completed.
+    /// Epochs (outer rounds) completed; when the job has finished, the master's final count.
     #[serde(default)]
     pub epoch: i64,
     /// Iterations (work-item rounds, e.g. feature-block updates for SCD) completed.
@@ -300,6 +348,8 @@ mod tests {
                 desired: 4,
                 ready: 3,
                 draining: 1,
+                failed: 0,
+                last_failure: None,
                 selector: Some("linea.io/job=a,linea.io/role=worker".into()),
             }),
             progress: Some(Progress {

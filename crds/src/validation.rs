@@ -6,8 +6,9 @@
 //! CRD refuse a bad manifest at `kubectl apply`. [`TrainingJobSpec::validate`] says the same
 //! with the same messages, so a test can check that both agree on every fixture.
 
-use crate::algorithm::Algorithm;
-use crate::spec::TrainingJobSpec;
+use crate::algorithm::{Algorithm, Loss};
+use crate::spec::{TrainingJob, TrainingJobSpec};
+use crate::workers::MAX_WORKERS;
 
 /// CEL message: `workers.minReplicas` above `workers.maxReplicas`.
 pub const MSG_MIN_GT_MAX: &str = "workers.minReplicas must be less than or equal to workers.maxReplicas";
@@ -16,26 +17,38 @@ pub const MSG_REPLICAS_LT_MIN: &str = "workers.replicas must be greater than or 
 /// CEL message: `workers.replicas` above `workers.maxReplicas`.
 pub const MSG_REPLICAS_GT_MAX: &str = "workers.replicas must be less than or equal to workers.maxReplicas";
 /// CEL message: zero or several algorithm blocks.
-pub const MSG_EXACTLY_ONE_ALGORITHM: &str =
-    "exactly one of algorithm.scd, algorithm.cocoa, algorithm.hybrid, algorithm.ipm must be set";
+pub const MSG_EXACTLY_ONE_ALGORITHM: &str = "exactly one of algorithm.scd, algorithm.cocoa must be set";
+/// CEL message: an algorithm this version cannot run.
+pub const MSG_ALGORITHM_NOT_IMPLEMENTED: &str = "algorithm.hybrid and algorithm.ipm are not implemented in this linea version: use algorithm.scd or algorithm.cocoa";
 /// CEL message: the algorithm changed after creation.
 pub const MSG_ALGORITHM_IMMUTABLE: &str =
     "algorithm is immutable: create a new TrainingJob to change the algorithm or its parameters";
-/// CEL message: datasetUri is not file:// or s3://.
-pub const MSG_DATASET_URI_SCHEME: &str = "datasetUri must be a file:// or s3:// URI";
+/// CEL message: datasetUri is not an s3:// URI with a bucket.
+pub const MSG_DATASET_URI_SCHEME: &str =
+    "datasetUri must be s3://bucket/prefix: pods have no shared local files (file:// works with linea train only)";
 /// CEL message: datasetUri changed after creation.
 pub const MSG_DATASET_URI_IMMUTABLE: &str = "datasetUri is immutable: create a new TrainingJob to train on other data";
-/// CEL message: modelUri is not file:// or s3://.
-pub const MSG_MODEL_URI_SCHEME: &str = "modelUri must be a file:// or s3:// URI";
+/// CEL message: modelUri is not an s3:// URI with a bucket.
+pub const MSG_MODEL_URI_SCHEME: &str =
+    "modelUri must be s3://bucket/key: pods have no shared local files (file:// works with linea train only)";
 /// CEL message: modelUri changed after creation.
 pub const MSG_MODEL_URI_IMMUTABLE: &str = "modelUri is immutable: create a new TrainingJob to write elsewhere";
-/// CEL message: elastic scale-in asked for an algorithm other than CoCoA.
-pub const MSG_ELASTIC_NEEDS_COCOA: &str =
-    "elastic.enabled requires algorithm.cocoa: the scale-in policy follows CoCoA's duality gap";
+/// CEL message: the model would overwrite the data.
+pub const MSG_SAME_URI: &str = "modelUri must differ from datasetUri: the model would overwrite the data";
+/// CEL message: elastic scale-in asked for.
+pub const MSG_ELASTIC_NOT_IMPLEMENTED: &str =
+    "elastic.enabled must be false: elastic scale-in is not implemented in this linea version";
 /// CEL message: CoCoA with a non-positive L2.
 pub const MSG_COCOA_L2_POSITIVE: &str = "cocoa.l2 must be greater than 0: SDCA needs a strongly convex regularizer";
-/// CEL message: IPM with a non-positive learning rate.
-pub const MSG_IPM_LEARNING_RATE_POSITIVE: &str = "ipm.learningRate must be greater than 0";
+/// CEL message: SCD with the hinge loss.
+pub const MSG_SCD_HINGE: &str =
+    "scd.loss hinge is not supported: SCD needs a differentiable loss (use cocoa for hinge)";
+/// CEL message: a name whose objects (`<name>-master` Service, labels) would be invalid.
+pub const MSG_NAME: &str = "metadata.name must be at most 56 characters of lowercase letters, digits and '-', \
+     starting with a letter and ending with a letter or digit: the job's Service <name>-master must be a DNS-1035 label";
+/// CEL message: a pod-wide field changed after creation.
+pub const MSG_POD_FIELDS_IMMUTABLE: &str = "image, imagePullPolicy, jobSecretName, storage, serviceAccountName, \
+     priorityClassName and schedulerName are immutable (a job's pods must all run alike): create a new TrainingJob";
 
 /// A spec that breaks one or more rules; each problem is one readable sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,10 +94,61 @@ impl Problems {
     }
 }
 
-/// Whether `uri` is a `file://` or `s3://` URI with something after the scheme, as the CEL
-/// rule `self.matches('^(file|s3)://.+$')` says.
+/// Whether `uri` is `s3://bucket[/key]` with a valid bucket name, as the CEL rule
+/// `^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$` says.
 pub fn is_supported_uri(uri: &str) -> bool {
-    ["file://", "s3://"].iter().any(|scheme| uri.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+    let Some(rest) = uri.strip_prefix("s3://") else { return false };
+    let bucket = rest.split('/').next().unwrap_or_default();
+    let edge = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    (3..=63).contains(&bucket.len())
+        && bucket.chars().all(|c| edge(c) || c == '.' || c == '-')
+        && bucket.starts_with(edge)
+        && bucket.ends_with(edge)
+}
+
+/// Whether `name` makes valid child names, as the CEL rule on `metadata.name` says: at most
+/// 56 characters (`<name>-master` is a Service, a DNS-1035 label of at most 63) of
+/// `[a-z0-9-]`, starting with a letter and ending with a letter or digit.
+pub fn is_valid_job_name(name: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    (1..=56).contains(&name.len())
+        && name.chars().all(ok)
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+}
+
+/// Whether `value` is a Kubernetes resource quantity (`500m`, `2`, `1.5Gi`, `1e3`), which the
+/// API server checks only when a pod is created.
+pub fn is_quantity(value: &str) -> bool {
+    let unsigned = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let digits_end = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(digits_end);
+    let number_ok = !number.is_empty()
+        && number != "."
+        && number.matches('.').count() <= 1
+        && number.chars().any(|c| c.is_ascii_digit());
+    let suffix_ok = match suffix {
+        "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
+        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => true,
+        exponent => exponent
+            .strip_prefix(['e', 'E'])
+            .map(|e| e.strip_prefix(['+', '-']).unwrap_or(e))
+            .is_some_and(|e| !e.is_empty() && e.chars().all(|c| c.is_ascii_digit())),
+    };
+    number_ok && suffix_ok
+}
+
+impl TrainingJob {
+    /// [`TrainingJobSpec::validate`] and the rule on `metadata.name` (the name makes the
+    /// child objects' names, which must be valid).
+    pub fn validate(&self) -> Result<(), InvalidSpec> {
+        let mut p = Problems::default();
+        p.check(is_valid_job_name(self.metadata.name.as_deref().unwrap_or_default()), MSG_NAME);
+        if let Err(e) = self.spec.validate() {
+            p.0.extend(e.problems);
+        }
+        p.into_result()
+    }
 }
 
 impl TrainingJobSpec {
@@ -96,8 +160,11 @@ impl TrainingJobSpec {
         p.check(is_supported_uri(&self.dataset_uri), MSG_DATASET_URI_SCHEME);
         p.check(is_supported_uri(&self.model_uri), MSG_MODEL_URI_SCHEME);
 
+        p.check(self.dataset_uri != self.model_uri, MSG_SAME_URI);
+
         match &self.algorithm {
             Algorithm::Scd(a) => {
+                p.check(a.loss != Loss::Hinge, MSG_SCD_HINGE);
                 p.at_least_f64("algorithm.scd.l2", a.l2, 0.0);
                 p.at_least_f64("algorithm.scd.l1", a.l1, 0.0);
                 p.at_least("algorithm.scd.epochs", a.epochs.into(), 1);
@@ -105,31 +172,21 @@ impl TrainingJobSpec {
             }
             Algorithm::Cocoa(a) => {
                 p.check(a.l2 > 0.0 && a.l2.is_finite(), MSG_COCOA_L2_POSITIVE);
-                p.at_least("algorithm.cocoa.epochs", a.epochs.into(), 1);
-                p.at_least_f64("algorithm.cocoa.dualityGapTolerance", a.duality_gap_tolerance, 0.0);
-                if let Some(h) = a.local_iterations {
-                    p.at_least("algorithm.cocoa.localIterations", h, 1);
-                }
-            }
-            Algorithm::Hybrid(a) => {
-                p.at_least_f64("algorithm.hybrid.l2", a.l2, 0.0);
-                p.at_least("algorithm.hybrid.sgdPasses", a.sgd_passes.into(), 0);
-                p.at_least("algorithm.hybrid.lbfgsMemory", a.lbfgs_memory.into(), 1);
-                p.at_most("algorithm.hybrid.lbfgsMemory", a.lbfgs_memory.into(), 100);
-                p.at_least("algorithm.hybrid.lbfgsIterations", a.lbfgs_iterations.into(), 1);
-            }
-            Algorithm::Ipm(a) => {
-                p.at_least_f64("algorithm.ipm.l2", a.l2, 0.0);
-                p.at_least("algorithm.ipm.epochs", a.epochs.into(), 1);
-                p.check(a.learning_rate > 0.0 && a.learning_rate.is_finite(), MSG_IPM_LEARNING_RATE_POSITIVE);
+                p.at_least("algorithm.cocoa.localPasses", a.local_passes.into(), 1);
+                p.at_least_f64("algorithm.cocoa.gapTolerance", a.gap_tolerance, 0.0);
+                p.at_least("algorithm.cocoa.maxEpochs", a.max_epochs.into(), 1);
+                p.at_least("algorithm.cocoa.seed", a.seed, 0);
             }
         }
 
         let w = &self.workers;
         p.at_least("workers.replicas", w.replicas.into(), 1);
+        p.at_most("workers.replicas", w.replicas.into(), MAX_WORKERS.into());
         p.at_least("workers.minReplicas", w.min_replicas.into(), 1);
+        p.at_most("workers.minReplicas", w.min_replicas.into(), MAX_WORKERS.into());
         if let Some(max) = w.max_replicas {
             p.at_least("workers.maxReplicas", max.into(), 1);
+            p.at_most("workers.maxReplicas", max.into(), MAX_WORKERS.into());
             p.check(w.min_replicas <= max, MSG_MIN_GT_MAX);
             p.check(w.replicas <= max, MSG_REPLICAS_GT_MAX);
         }
@@ -139,12 +196,22 @@ impl TrainingJobSpec {
             p.at_most("workers.threads", threads.into(), 1024);
         }
 
-        let e = &self.elastic;
-        p.at_least("elastic.scaleInFactor", e.scale_in_factor.into(), 2);
-        p.at_most("elastic.scaleInFactor", e.scale_in_factor.into(), 64);
-        p.at_least_f64("elastic.slopeRatio", e.slope_ratio, 1.0);
-        p.at_least("elastic.windowEpochs", e.window_epochs.into(), 1);
-        p.check(!e.enabled || self.algorithm.supports_elastic(), MSG_ELASTIC_NEEDS_COCOA);
+        for (field, resources) in [("workers", &w.resources), ("master", &self.master.resources)] {
+            let lists = resources.iter().flat_map(|r| [("requests", &r.requests), ("limits", &r.limits)]);
+            for (list, quantities) in lists {
+                for (name, quantity) in quantities.iter().flatten() {
+                    p.check(
+                        is_quantity(&quantity.0),
+                        format!(
+                            "{field}.resources.{list}.{name}: {:?} is not a quantity (e.g. 500m, 2, 4Gi)",
+                            quantity.0
+                        ),
+                    );
+                }
+            }
+        }
+
+        p.check(!self.elastic.enabled, MSG_ELASTIC_NOT_IMPLEMENTED);
 
         let r = &self.run_policy;
         p.at_least("runPolicy.backoffLimit", r.backoff_limit.into(), 0);
@@ -154,6 +221,7 @@ impl TrainingJobSpec {
         if let Some(ttl) = r.ttl_seconds_after_finished {
             p.at_least("runPolicy.ttlSecondsAfterFinished", ttl.into(), 0);
         }
+        p.at_least("runPolicy.workerFailureLimit", r.worker_failure_limit.into(), 0);
         p.into_result()
     }
 
@@ -167,6 +235,14 @@ impl TrainingJobSpec {
         p.check(self.dataset_uri == old.dataset_uri, MSG_DATASET_URI_IMMUTABLE);
         p.check(self.model_uri == old.model_uri, MSG_MODEL_URI_IMMUTABLE);
         p.check(self.algorithm == old.algorithm, MSG_ALGORITHM_IMMUTABLE);
+        let pod_fields_kept = self.image == old.image
+            && self.image_pull_policy == old.image_pull_policy
+            && self.job_secret_name == old.job_secret_name
+            && self.storage == old.storage
+            && self.service_account_name == old.service_account_name
+            && self.priority_class_name == old.priority_class_name
+            && self.scheduler_name == old.scheduler_name;
+        p.check(pod_fields_kept, MSG_POD_FIELDS_IMMUTABLE);
         p.into_result()
     }
 }
@@ -179,27 +255,59 @@ mod tests {
     fn spec() -> TrainingJobSpec {
         serde_json::from_value(serde_json::json!({
             "datasetUri": "s3://bucket/grid",
-            "modelUri": "file:///models/a",
+            "modelUri": "s3://models/a",
         }))
         .unwrap()
     }
 
     #[test]
     fn uris() {
-        assert!(is_supported_uri("file:///data"));
         assert!(is_supported_uri("s3://bucket"));
-        for bad in ["", "file://", "s3://", "http://x", "S3://bucket", "/data"] {
+        assert!(is_supported_uri("s3://my.bucket-1/a/b"));
+        for bad in
+            ["", "file:///data", "file://", "s3://", "s3:///key", "s3://ab/x", "s3://Bucket/x", "http://x", "/data"]
+        {
             assert!(!is_supported_uri(bad), "{bad}");
         }
     }
 
     #[test]
-    fn defaults_are_valid() {
+    fn names_that_make_valid_child_objects() {
+        for good in ["a", "ads", "criteo-cocoa-2", &"a".repeat(56)] {
+            assert!(is_valid_job_name(good), "{good}");
+        }
+        for bad in ["", "1ads", "-ads", "ads-", "Ads", "ads.v2", "ads_v2", &"a".repeat(57)] {
+            assert!(!is_valid_job_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn quantities_as_the_api_server_parses_them() {
+        for good in ["1", "500m", "2.5", "4Gi", "1e3", "+1", ".5", "100M", "1E-2"] {
+            assert!(is_quantity(good), "{good}");
+        }
+        for bad in ["", "lots", "4GB", "1..2", "Gi", ".", "1e", "1 Gi", "2gi"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_what_cannot_run_is_not() {
         spec().validate().unwrap();
         let mut s = spec();
-        s.algorithm = Algorithm::Cocoa(CocoaParams::default());
-        s.elastic.enabled = true;
+        s.algorithm = Algorithm::Cocoa(CocoaParams { loss: Loss::Hinge, ..CocoaParams::default() });
         s.validate().unwrap();
+        s.elastic.enabled = true;
+        assert_eq!(s.validate().unwrap_err().problems, [MSG_ELASTIC_NOT_IMPLEMENTED]);
+        let mut s = spec();
+        s.algorithm = Algorithm::Scd(ScdParams { loss: Loss::Hinge, ..ScdParams::default() });
+        assert_eq!(s.validate().unwrap_err().problems, [MSG_SCD_HINGE]);
+        let mut s = spec();
+        s.model_uri = s.dataset_uri.clone();
+        assert_eq!(s.validate().unwrap_err().problems, [MSG_SAME_URI]);
+        let mut s = spec();
+        s.workers.replicas = MAX_WORKERS + 1;
+        assert!(s.validate().unwrap_err().to_string().contains("workers.replicas must be <= 1000"));
     }
 
     #[test]
@@ -229,8 +337,11 @@ mod tests {
         new.workers.replicas = 8;
         new.run_policy.backoff_limit = 10;
         new.validate_update(&old).unwrap();
-        new.model_uri = "file:///models/b".into();
+        new.model_uri = "s3://models/b".into();
         let err = new.validate_update(&old).unwrap_err();
         assert_eq!(err.problems, vec![MSG_MODEL_URI_IMMUTABLE.to_string()]);
+        let mut new = spec();
+        new.image = Some("linea:other".into());
+        assert_eq!(new.validate_update(&old).unwrap_err().problems, [MSG_POD_FIELDS_IMMUTABLE]);
     }
 }

@@ -11,6 +11,12 @@ fn default_replicas() -> i32 {
     1
 }
 
+/// The most workers one job may run. A bound, so a typo (`replicas: 100000`) is refused at
+/// admission instead of filling a cluster with pods: one master serves every worker's
+/// session and hands out row shards, so far beyond the grid's shard count extra workers only
+/// idle, and 1000 is well past where one master's aggregation saturates.
+pub const MAX_WORKERS: i32 = 1000;
+
 /// The worker pods: how many, where they run and what they may use.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -20,22 +26,22 @@ fn default_replicas() -> i32 {
     validation = Rule::new("!has(self.maxReplicas) || self.replicas <= self.maxReplicas").message(crate::validation::MSG_REPLICAS_GT_MAX),
 )]
 pub struct WorkerSpec {
-    /// Number of worker pods to run. The model does not depend on it: any count gives the
-    /// same model bit for bit. Changed by `kubectl scale tj`; must lie in
-    /// [minReplicas, maxReplicas].
+    /// Number of worker pods to run (default 1, at most 1000). The model does not depend on
+    /// it: any count gives the same model bit for bit. Changed by `kubectl scale tj`; must lie
+    /// in [minReplicas, maxReplicas].
     #[serde(default = "default_replicas")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub replicas: i32,
-    /// Fewest workers the elastic policy may scale in to. Defaults to 1.
+    /// Fewest workers a `kubectl scale` may ask for (default 1).
     #[serde(default = "default_replicas")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub min_replicas: i32,
-    /// Most workers the job may run: a `kubectl scale` above it is refused. Unset means no
-    /// upper bound.
+    /// Most workers the job may run: a `kubectl scale` above it is refused. Unset means the
+    /// global bound, 1000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub max_replicas: Option<i32>,
-    /// Run workers on preemptible (spot) nodes: the operator adds the usual spot tolerations
+    /// Run workers on preemptible (spot) nodes (default false): the operator adds the usual spot tolerations
     /// and a preferred node affinity for spot capacity, and drains workers on termination
     /// notices. Training survives preemptions with no loss of work.
     #[serde(default)]
@@ -73,18 +79,13 @@ impl Default for WorkerSpec {
 }
 
 impl WorkerSpec {
-    /// `replicas` clamped into [minReplicas, maxReplicas] (and at least 1): what the operator
-    /// should run when nothing else (elastic policy, drains) says otherwise. The API server
+    /// `replicas` clamped into [minReplicas, maxReplicas] (and into [1, 1000]): what the
+    /// operator runs. The API server
     /// already enforces the bounds; this keeps callers safe on objects that skipped validation.
     pub fn clamped_replicas(&self) -> i32 {
-        let max = self.max_replicas.unwrap_or(i32::MAX).max(1);
+        let max = self.max_replicas.unwrap_or(MAX_WORKERS).clamp(1, MAX_WORKERS);
         let min = self.min_replicas.clamp(1, max);
         self.replicas.clamp(min, max)
-    }
-
-    /// The fewest workers an elastic scale-in may leave, never above `replicas`.
-    pub fn scale_in_floor(&self) -> i32 {
-        self.min_replicas.clamp(1, self.clamped_replicas())
     }
 }
 
@@ -105,50 +106,15 @@ pub struct MasterSpec {
     pub tolerations: Vec<Toleration>,
 }
 
-fn default_scale_in_factor() -> i32 {
-    4
-}
-fn default_slope_ratio() -> f64 {
-    1.25
-}
-fn default_window_epochs() -> i32 {
-    2
-}
-
-/// The elastic scale-in policy (Chicle): the master compares the long-term convergence slope
-/// since the last scale-in with the slope of the last `windowEpochs` epochs, and divides the
-/// worker count by `scaleInFactor` when short * slopeRatio < long. Only for `cocoa`.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq)]
+/// Elastic scale-in of the workers as convergence slows (Chicle). Not implemented in this
+/// linea version: `enabled: true` is refused at admission.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ElasticPolicy {
-    /// Let the master scale the worker count in as convergence slows (down to
-    /// workers.minReplicas). Requires algorithm `cocoa`.
+    /// Must be false (the default): elastic scale-in is not implemented in this version.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("!self").message(crate::validation::MSG_ELASTIC_NOT_IMPLEMENTED))]
     pub enabled: bool,
-    /// m: divide the worker count by this factor at each scale-in.
-    #[serde(default = "default_scale_in_factor")]
-    #[schemars(range(min = 2, max = 64))]
-    pub scale_in_factor: i32,
-    /// d: scale in when the recent slope times d is below the long-term slope. Larger values
-    /// scale in later.
-    #[serde(default = "default_slope_ratio")]
-    #[schemars(range(min = 1.0))]
-    pub slope_ratio: f64,
-    /// N: number of recent epochs that make up the short-term slope.
-    #[serde(default = "default_window_epochs")]
-    #[schemars(range(min = 1))]
-    pub window_epochs: i32,
-}
-
-impl Default for ElasticPolicy {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            scale_in_factor: default_scale_in_factor(),
-            slope_ratio: default_slope_ratio(),
-            window_epochs: default_window_epochs(),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -167,20 +133,7 @@ mod tests {
         // Inconsistent bounds (refused by the API server) still give a usable count.
         assert_eq!(workers(3, 5, Some(2)).clamped_replicas(), 2);
         assert_eq!(workers(0, 0, Some(0)).clamped_replicas(), 1);
-    }
-
-    #[test]
-    fn scale_in_floor_is_min_replicas_but_never_above_the_count() {
-        assert_eq!(workers(16, 1, Some(32)).scale_in_floor(), 1);
-        assert_eq!(workers(16, 4, None).scale_in_floor(), 4);
-        assert_eq!(workers(2, 4, None).scale_in_floor(), 4);
-        assert_eq!(workers(3, 5, Some(2)).scale_in_floor(), 2);
-    }
-
-    #[test]
-    fn elastic_defaults_are_the_papers() {
-        let e = ElasticPolicy::default();
-        assert_eq!((e.scale_in_factor, e.slope_ratio, e.window_epochs), (4, 1.25, 2));
-        assert!(!e.enabled);
+        // Objects that skipped admission still never ask for more than the global bound.
+        assert_eq!(workers(100_000, 1, None).clamped_replicas(), MAX_WORKERS);
     }
 }

@@ -184,3 +184,24 @@ fn conditions_are_a_map_list_keyed_by_type() {
     assert_eq!(conditions["x-kubernetes-list-type"], "map");
     assert_eq!(conditions["x-kubernetes-list-map-keys"], serde_json::json!(["type"]));
 }
+
+/// `kubectl explain` prints descriptions, not the schema's `default`: every field with a
+/// default says it in its description.
+#[test]
+fn every_default_is_in_the_description() {
+    fn walk(node: &Value, path: &str, missing: &mut Vec<String>) {
+        if let Some(props) = node.get("properties").and_then(Value::as_object) {
+            for (k, child) in props {
+                let has_default = child.get("default").is_some_and(|d| !d.is_object() && !d.is_array());
+                let says = child.get("description").and_then(Value::as_str).is_some_and(|d| d.contains("default"));
+                if has_default && !says {
+                    missing.push(format!("{path}.{k} (default {})", child["default"]));
+                }
+                walk(child, &format!("{path}.{k}"), missing);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&schema()["properties"]["spec"], "spec", &mut missing);
+    assert!(missing.is_empty(), "defaults kubectl explain would not show: {missing:#?}");
+}

@@ -91,7 +91,7 @@ fn valid_fixtures_are_accepted_by_validate_and_the_api_server() {
         let job = parse(new).unwrap();
         match old {
             Some(old) => job.spec.validate_update(&parse(old).unwrap().spec),
-            None => job.spec.validate(),
+            None => job.validate(),
         }
         .unwrap_or_else(|e| panic!("{}: {e}", f.name));
 
@@ -147,7 +147,7 @@ fn validate_reports_what_the_api_server_refuses() {
         let job = parse(new).unwrap();
         let result = match old {
             Some(old) => job.spec.validate_update(&parse(old).unwrap().spec),
-            None => job.spec.validate(),
+            None => job.validate(),
         };
         let err = result.expect_err(&format!("{}: validate should refuse it", f.name));
         let want = f.validate.as_deref().unwrap();
@@ -167,9 +167,14 @@ fn every_cel_message_is_exercised_by_a_fixture() {
         validation::MSG_DATASET_URI_SCHEME,
         validation::MSG_DATASET_URI_IMMUTABLE,
         validation::MSG_MODEL_URI_IMMUTABLE,
-        validation::MSG_ELASTIC_NEEDS_COCOA,
+        validation::MSG_ELASTIC_NOT_IMPLEMENTED,
+        validation::MSG_ALGORITHM_NOT_IMPLEMENTED,
         validation::MSG_COCOA_L2_POSITIVE,
-        validation::MSG_IPM_LEARNING_RATE_POSITIVE,
+        validation::MSG_SCD_HINGE,
+        validation::MSG_SAME_URI,
+        validation::MSG_MODEL_URI_SCHEME,
+        validation::MSG_NAME,
+        validation::MSG_POD_FIELDS_IMMUTABLE,
     ] {
         assert!(expects.iter().any(|e| message.contains(e.as_str())), "no fixture expects {message:?}");
     }
@@ -185,15 +190,17 @@ fn full_fixture_fields_land_where_expected() {
     let spec = &job.spec;
     assert_eq!(spec.algorithm_name(), "cocoa");
     let Algorithm::Cocoa(cocoa) = &spec.algorithm else { panic!("cocoa expected") };
-    assert_eq!(cocoa.loss, Loss::Logistic);
+    assert_eq!(cocoa.loss, Loss::Hinge);
     assert_eq!(cocoa.l2, 1e-4);
-    assert_eq!(cocoa.epochs, 50);
-    assert_eq!(cocoa.duality_gap_tolerance, 1e-5);
-    assert_eq!(cocoa.local_iterations, Some(100_000));
-    assert!(spec.elastic_enabled());
-    assert_eq!(spec.elastic.scale_in_factor, 4);
-    assert_eq!(spec.elastic.slope_ratio, 1.25);
-    assert_eq!(spec.elastic.window_epochs, 2);
+    assert_eq!((cocoa.local_passes, cocoa.max_epochs, cocoa.seed), (2, 50, 7));
+    assert_eq!(cocoa.gap_tolerance, 1e-5);
+    assert!(!spec.elastic.enabled);
+    assert_eq!(spec.service_account_name.as_deref(), Some("linea-training"));
+    assert_eq!(spec.priority_class_name.as_deref(), Some("batch-low"));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+    assert_eq!(spec.pod_metadata.labels["kueue.x-k8s.io/queue-name"], "training");
+    assert_eq!(spec.pod_metadata.annotations["cost-center"], "ads");
+    assert_eq!(spec.run_policy.worker_failure_limit, 20);
     let storage = spec.storage.as_ref().unwrap();
     assert_eq!(storage.endpoint.as_deref(), Some("http://minio.storage.svc:9000"));
     assert!(storage.force_path_style);
@@ -230,6 +237,18 @@ fn minimal_fixture_gets_the_documented_defaults() {
     assert!(!spec.workers.preemptible);
     assert!(!spec.elastic.enabled);
     assert_eq!(spec.run_policy.backoff_limit, 3);
+    assert_eq!(spec.run_policy.worker_failure_limit, 10);
     assert_eq!(spec.run_policy.clean_pod_policy, CleanPodPolicy::Running);
     assert!(spec.storage.is_none() && spec.image.is_none() && spec.job_secret_name.is_none());
+}
+
+#[test]
+fn the_documented_example_is_accepted() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/trainingjob.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let doc = serde_json::to_value(yaml).unwrap();
+    let errors = apiserver_errors(&doc, None, true);
+    assert!(errors.is_empty(), "docs/examples/trainingjob.yaml refused: {errors:#?}");
+    parse(&doc).unwrap().validate().unwrap();
 }

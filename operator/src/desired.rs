@@ -12,9 +12,10 @@ use k8s_openapi::api::core::v1::{
     PreferredSchedulingTerm, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource,
     SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
-use linea_crds::{Algorithm, Loss, TrainingJob};
+use linea_crds::{Algorithm, TrainingJob};
 use std::collections::BTreeMap;
 
 pub const MASTER_PORT: i32 = 7070;
@@ -82,12 +83,36 @@ pub fn job_token(key: &[u8], uid: &str) -> String {
     mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// What this version of linea can run; anything else fails the job with the reason.
-pub fn runnable(job: &TrainingJob) -> Result<(), String> {
-    match &job.spec.algorithm {
-        Algorithm::Scd(p) if p.loss == Loss::Hinge => Err("the hinge loss is not implemented yet".into()),
-        Algorithm::Scd(_) => Ok(()),
-        other => Err(format!("algorithm {} is not implemented by this linea version (scd is)", other.name())),
+/// Size limit of the pods' scratch directory (`/tmp`, the only writable path): linea keeps
+/// its caches in memory, so this only stops a runaway writer from filling the node's disk.
+pub const SCRATCH_SIZE_LIMIT: &str = "1Gi";
+
+/// Whether `object` is controlled by `job` (a controller owner reference with its UID). The
+/// operator never adopts, changes or deletes an object that is not.
+pub fn owned_by(meta: &ObjectMeta, job: &TrainingJob) -> bool {
+    let uid = job.uid();
+    meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
+/// Everything a job should have, as typed objects: [`crate::plan`] picks what to create,
+/// `reconcile` destructures the picks and applies them.
+#[derive(Debug, Clone)]
+pub struct Children {
+    /// The auth Secret, when the spec names none.
+    pub secret: Option<Secret>,
+    pub service: Service,
+    pub master: Pod,
+    /// Worker `i` at index `i`, for `workers.replicas` (clamped) workers.
+    pub workers: Vec<Pod>,
+}
+
+/// Builds every object of `job`.
+pub fn build(job: &TrainingJob, options: &BuildOptions) -> Children {
+    Children {
+        secret: job_secret(job, options),
+        service: master_service(job),
+        master: master_pod(job, options),
+        workers: (0..job.spec.workers.clamped_replicas()).map(|i| worker_pod(job, i, options)).collect(),
     }
 }
 
@@ -183,6 +208,15 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
     if let Some(index) = parts.index {
         metadata.labels.get_or_insert_default().insert(LABEL_INDEX.into(), index.to_string());
     }
+    // The job's own labels and annotations, under the operator's (which select the pods).
+    let extra = &job.spec.pod_metadata;
+    let labels = metadata.labels.get_or_insert_default();
+    for (key, value) in &extra.labels {
+        labels.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    if !extra.annotations.is_empty() {
+        metadata.annotations = Some(extra.annotations.clone());
+    }
     let mut env_vars = vec![EnvVar {
         name: "POD_IP".into(),
         value_from: Some(EnvVarSource {
@@ -205,6 +239,9 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
             ..Default::default()
         }]),
         resources: parts.resources,
+        // linea writes its error to /dev/termination-log; an older image that does not still
+        // tells why it failed through the end of its log.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
         volume_mounts: Some(vec![
             VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
             VolumeMount {
@@ -230,7 +267,12 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
             // The operator decides about restarts: it counts master failures against the
             // backoff limit and replaces preempted workers, possibly elsewhere.
             restart_policy: Some("Never".into()),
-            automount_service_account_token: Some(false),
+            // IRSA / Workload Identity need the account's token; without an account the pods
+            // need no API access at all.
+            service_account_name: job.spec.service_account_name.clone(),
+            automount_service_account_token: Some(job.spec.service_account_name.is_some()),
+            priority_class_name: job.spec.priority_class_name.clone(),
+            scheduler_name: job.spec.scheduler_name.clone(),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(30),
             node_selector: (!parts.node_selector.is_empty()).then_some(parts.node_selector),
@@ -245,11 +287,20 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
                 ..PodSecurityContext::default()
             }),
             volumes: Some(vec![
-                Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() },
+                Volume {
+                    name: "tmp".into(),
+                    empty_dir: Some(EmptyDirVolumeSource {
+                        size_limit: Some(Quantity(SCRATCH_SIZE_LIMIT.into())),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
                 Volume {
                     name: "job-secret".into(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(secret_name(job)),
+                        // Readable by the pod's user only.
+                        default_mode: Some(0o400),
                         items: Some(vec![KeyToPath {
                             key: TOKEN_KEY.into(),
                             path: TOKEN_KEY.into(),
@@ -285,17 +336,28 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         "--secret-file".into(),
         secret_file(),
     ];
-    if let Algorithm::Scd(p) = &spec.algorithm {
-        let params = [
+    let params: Vec<(&str, String)> = match &spec.algorithm {
+        Algorithm::Scd(p) => vec![
             ("--loss", p.loss.as_str().to_string()),
             ("--l2", p.l2.to_string()),
             ("--l1", p.l1.to_string()),
             ("--epochs", p.epochs.to_string()),
             ("--tolerance", p.tolerance.to_string()),
-        ];
-        for (flag, value) in params {
-            args.extend([flag.to_string(), value]);
-        }
+        ],
+        // As `linea train --algorithm cocoa`; one CoCoA slot per worker the job runs.
+        Algorithm::Cocoa(p) => vec![
+            ("--algorithm", "cocoa".to_string()),
+            ("--loss", p.loss.as_str().to_string()),
+            ("--l2", p.l2.to_string()),
+            ("--local-passes", p.local_passes.to_string()),
+            ("--gap-tolerance", p.gap_tolerance.to_string()),
+            ("--epochs", p.max_epochs.to_string()),
+            ("--seed", p.seed.to_string()),
+            ("--slots", spec.workers.clamped_replicas().to_string()),
+        ],
+    };
+    for (flag, value) in params {
+        args.extend([flag.to_string(), value]);
     }
     let parts = PodParts {
         name: master_name(job),
@@ -477,10 +539,92 @@ pub mod tests {
         assert!(job_secret(&job(&format!("{SPEC}jobSecretName: mine\n")), &options()).is_none());
     }
 
+    fn args(pod: &Pod) -> Vec<String> {
+        pod.spec.as_ref().unwrap().containers[0].args.clone().unwrap()
+    }
+
     #[test]
-    fn what_the_runtime_cannot_run_is_named() {
-        assert!(runnable(&job(SPEC)).is_ok());
-        let cocoa = job("datasetUri: s3://d/g\nmodelUri: s3://m/x\nalgorithm: {cocoa: {}}\n");
-        assert!(runnable(&cocoa).unwrap_err().contains("cocoa"));
+    fn scd_keeps_exactly_its_arguments() {
+        let job = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\n");
+        let args = args(&master_pod(&job, &options())).join(" ");
+        assert_eq!(
+            args,
+            "master --data s3://data/g --model s3://models/x --checkpoint s3://models/x.checkpoint \
+             --listen 0.0.0.0:7070 --secret-file /var/run/linea/secret/token \
+             --loss logistic --l2 1 --l1 0 --epochs 100 --tolerance 0.000000001"
+        );
+    }
+
+    #[test]
+    fn cocoa_maps_to_the_masters_cocoa_arguments_with_one_slot_per_worker() {
+        let job = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 6}\n\
+             algorithm: {cocoa: {loss: hinge, l2: 0.5, localPasses: 3, gapTolerance: 1e-4, maxEpochs: 40, seed: 9}}\n");
+        let args = args(&master_pod(&job, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--algorithm"), Some("cocoa"));
+        assert_eq!(after("--loss"), Some("hinge"));
+        assert_eq!(after("--l2"), Some("0.5"));
+        assert_eq!(after("--local-passes"), Some("3"));
+        assert_eq!(after("--gap-tolerance"), Some("0.0001"));
+        assert_eq!(after("--epochs"), Some("40"));
+        assert_eq!(after("--seed"), Some("9"));
+        assert_eq!(after("--slots"), Some("6"));
+        assert_eq!(after("--tolerance"), None, "SCD's stopping rule is not CoCoA's");
+        let defaults = job_with_defaults_of_cocoa();
+        let args = self::args(&master_pod(&defaults, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());
+        assert_eq!(
+            [after("--l2"), after("--local-passes"), after("--gap-tolerance"), after("--epochs"), after("--seed")],
+            [Some("1".into()), Some("1".into()), Some("0.000001".into()), Some("100".into()), Some("0".into())]
+        );
+        let worker = self::args(&worker_pod(&job, 0, &options())).join(" ");
+        assert!(worker.starts_with("worker --master ads-master.ml.svc:7070"), "workers start as for SCD: {worker}");
+    }
+
+    fn job_with_defaults_of_cocoa() -> TrainingJob {
+        job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\n")
+    }
+
+    #[test]
+    fn platform_settings_reach_every_pod() {
+        let job = job(&format!(
+            "{SPEC}serviceAccountName: trainer\npriorityClassName: batch\nschedulerName: volcano\n\
+             podMetadata: {{labels: {{team: ads, linea.io/role: spoofed}}, annotations: {{cost: x}}}}\n"
+        ));
+        for pod in [master_pod(&job, &options()), worker_pod(&job, 0, &options())] {
+            let spec = pod.spec.as_ref().unwrap();
+            assert_eq!(spec.service_account_name.as_deref(), Some("trainer"));
+            assert_eq!(spec.automount_service_account_token, Some(true), "IRSA needs the token");
+            assert_eq!(spec.priority_class_name.as_deref(), Some("batch"));
+            assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+            let labels = pod.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels["team"], "ads");
+            assert_ne!(labels[LABEL_ROLE], "spoofed", "the operator's labels win");
+            assert_eq!(pod.metadata.annotations.as_ref().unwrap()["cost"], "x");
+            let c = &spec.containers[0];
+            assert_eq!(c.termination_message_policy.as_deref(), Some("FallbackToLogsOnError"));
+            let volumes = spec.volumes.as_ref().unwrap();
+            let tmp = volumes.iter().find(|v| v.name == "tmp").unwrap();
+            assert_eq!(tmp.empty_dir.as_ref().unwrap().size_limit, Some(Quantity("1Gi".into())));
+            let token = volumes.iter().find(|v| v.name == "job-secret").unwrap();
+            assert_eq!(token.secret.as_ref().unwrap().default_mode, Some(0o400));
+        }
+        let plain = master_pod(&self::job(SPEC), &options());
+        let spec = plain.spec.unwrap();
+        assert_eq!((spec.service_account_name, spec.automount_service_account_token), (None, Some(false)));
+    }
+
+    #[test]
+    fn build_makes_every_object_once_and_ownership_is_by_uid() {
+        let job = job(SPEC);
+        let children = build(&job, &options());
+        assert!(children.secret.is_some());
+        let names: Vec<String> = children.workers.iter().map(|p| p.name_any()).collect();
+        assert_eq!(names, ["ads-worker-0", "ads-worker-1", "ads-worker-2"]);
+        assert!(owned_by(&children.master.metadata, &job));
+        let mut other = job.clone();
+        other.metadata.uid = Some("another-uid".into());
+        assert!(!owned_by(&children.master.metadata, &other), "same name, another job: not ours");
+        assert!(!owned_by(&ObjectMeta::default(), &job));
     }
 }

@@ -1,6 +1,7 @@
 use thiserror::Error;
 
-/// Every way a reconcile can fail. The category labels the error metric.
+/// Every way a reconcile can fail. The category labels the error metric; whether it is
+/// permanent decides the retry ([`crate::reconcile::error_policy`]).
 #[derive(Debug, Error)]
 pub enum OperatorError {
     #[error("kubernetes API: {0}")]
@@ -14,6 +15,13 @@ pub enum OperatorError {
 }
 
 impl OperatorError {
+    /// Whether retrying cannot help until the job changes: a stored object missing what
+    /// every stored object has, or one that does not serialize.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, OperatorError::MissingField(..) | OperatorError::Serialize(..))
+    }
+
+    /// The metric label of the error.
     pub fn category(&self) -> &'static str {
         match self {
             OperatorError::Kube(_) => "api",

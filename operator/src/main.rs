@@ -10,6 +10,7 @@ use linea_crds::TrainingJob;
 use linea_operator::desired::BuildOptions;
 use linea_operator::metrics::{self, Metrics};
 use linea_operator::reconcile::{self, Context};
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 #[derive(Parser)]
@@ -38,6 +39,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into()),
         )
+        // Colour codes only for a person at a terminal, never in collected logs.
+        .with_ansi(std::io::stdout().is_terminal())
         .init();
     let args = Args::parse();
     rustls::crypto::ring::default_provider()
@@ -66,6 +69,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .owns(pods, owned.clone())
         .owns(services, owned)
         .with_config(Config::default().concurrency(8))
+        // SIGTERM or SIGINT: no new reconciles, the running ones (bounded: at most
+        // MAX_CREATES_PER_RECONCILE pods each) finish, then the process exits.
         .shutdown_on_signal()
         .run(reconcile::reconcile, reconcile::error_policy, context)
         .for_each(|result| async move {
@@ -74,5 +79,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         })
         .await;
+    tracing::info!("linea-operator stopped");
     Ok(())
 }

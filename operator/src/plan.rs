@@ -1,21 +1,46 @@
-//! What to change, given a job and what exists: a pure function from (job, pods, master
-//! progress, now) to a [`Plan`] — pods to create and delete, the new status, events, and
-//! whether the job's TTL has run out. No API calls here; `reconcile` carries the plan out.
+//! What to change, given a job, the objects it should have and what exists: a pure function
+//! from (job, built children, observed pods and Service, master progress, now) to a [`Plan`]
+//! — the objects to create, pods to delete and drain, the new status, events, and whether
+//! the job's TTL has run out. No API calls here; `reconcile` carries the plan out.
 //!
-//! Rules: the master Pod never restarts in place (restartPolicy Never); when it fails the
-//! job's `restarts` counts it and a new master resumes from its checkpoint, until
-//! `backoffLimit` is exceeded. A pod that was preempted or evicted (a `DisruptionTarget`
-//! condition, an eviction) is replaced without counting: preemption is not failure. Worker
-//! pods that end are replaced while the job runs; the master hands their shards to others.
+//! Rules:
+//! - Only objects the job controls (a controller owner reference with its UID) are the job's.
+//!   A same-named object that is not is never adopted, changed or deleted: the job says so
+//!   (`Created=False`, ResourceConflict, an event naming the object) and waits.
+//! - The master Pod never restarts in place (restartPolicy Never). When it fails, a new master
+//!   resumes from its checkpoint after an exponential backoff (10 s, 20 s, ... 5 min) and the
+//!   job's `restarts` counts it, until `backoffLimit` is exceeded. Exit code 2 (bad data or
+//!   arguments) fails the job at once: a restart cannot help.
+//! - Failed workers are replaced after the same backoff, counted in `workers.failed` with an
+//!   event saying why (OOMKilled, exit code, termination message), up to
+//!   `workerFailureLimit`. Preempted, evicted or drained pods are replaced at once and never
+//!   count: preemption is not failure.
+//! - At most [`MAX_CREATES_PER_RECONCILE`] pods are created per reconcile, and the status is
+//!   written after each batch, so a large job shows progress and the operator stays stoppable.
+//! - A pod that cannot start (unschedulable, image pull, missing Secret) shows up in the
+//!   `Blocked` condition; events are emitted when a condition changes, not on every pass.
+//! - The final status comes from the master's final state: its termination message carries
+//!   the epoch count and objective of the model it wrote.
 
-use crate::desired::{self, LABEL_INDEX, LABEL_ROLE, Role};
-use k8s_openapi::api::core::v1::Pod;
+use crate::desired::{self, Children, LABEL_INDEX, LABEL_ROLE, Role};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use linea_crds::status::{condition_status, condition_type, reason};
 use linea_crds::{CleanPodPolicy, Phase, Progress, TrainingJob, TrainingJobStatus, WorkerStatus};
+use serde::Deserialize;
 use std::time::Duration;
+
+/// Pods created by one reconcile at most. The status is written after every batch, and a
+/// reconcile stays short enough for the operator to stop promptly on SIGTERM.
+pub const MAX_CREATES_PER_RECONCILE: usize = 20;
+/// First delay before replacing a failed pod; doubled for every earlier failure.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(10);
+/// Longest delay before replacing a failed pod.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Exit code of `linea` for bad input or arguments (dataset missing or corrupt, usage).
+pub const EXIT_BAD_INPUT: i32 = 2;
 
 /// Progress as the master's status RPC reports it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,6 +53,26 @@ pub struct MasterProgress {
     pub workers_draining: i32,
 }
 
+/// What `linea master` writes to its termination message after writing the model: the
+/// model header's epoch count and objective.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct MasterSummary {
+    pub epochs: i64,
+    pub objective: Option<f64>,
+}
+
+/// What exists, as read by `reconcile`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Observed<'a> {
+    /// Pods with the job's label, whoever owns them.
+    pub pods: &'a [Pod],
+    /// The Service named like the job's master Service, if any.
+    pub service: Option<&'a Service>,
+    pub progress: Option<&'a MasterProgress>,
+    /// Nodes of the job's pods that are about to go ([`node_terminating`]).
+    pub leaving_nodes: &'a [String],
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub warning: bool,
@@ -35,18 +80,106 @@ pub struct Event {
     pub note: String,
 }
 
+/// A pod to delete: its name and UID (the delete's precondition, so a newer pod of the same
+/// name is never hit).
 #[derive(Debug, Clone, PartialEq)]
+pub struct Doomed {
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+/// What to do. `reconcile` destructures it: a new kind of object that is never applied
+/// fails to compile there.
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub status: TrainingJobStatus,
-    pub create_master: bool,
-    pub create_workers: Vec<i32>,
+    /// The auth Secret to create (create only: it is never read back or changed).
+    pub secret: Option<Secret>,
+    /// The master Service to apply (absent or ours).
+    pub service: Option<Service>,
+    /// Pods to create, the master first.
+    pub pods: Vec<Pod>,
     /// Running workers on nodes about to go: the master is asked to drain them, so they
     /// hand their shards over and exit before the node is taken away.
     pub drain_workers: Vec<String>,
-    pub delete_pods: Vec<String>,
+    pub delete_pods: Vec<Doomed>,
     pub events: Vec<Event>,
     pub delete_job: bool,
     pub requeue: Duration,
+    /// When the plan was made: the time of any condition `reconcile` adds.
+    pub now: Time,
+}
+
+impl Plan {
+    /// Names of the pods to create.
+    pub fn created(&self) -> Vec<String> {
+        self.pods.iter().map(ResourceExt::name_any).collect()
+    }
+
+    /// Names of the pods to delete.
+    pub fn deleted(&self) -> Vec<String> {
+        self.delete_pods.iter().map(|d| d.name.clone()).collect()
+    }
+
+    fn set(&mut self, job: &TrainingJob, type_: &str, ok: bool, why: &str, message: String) -> bool {
+        let c = condition(type_, ok, why, message, &self.now, job.metadata.generation);
+        self.status.set_condition(c)
+    }
+
+    /// `what` (e.g. `service ml/ads-master`) exists and is not the job's: create nothing,
+    /// say so in `Created` and, when that is news, in an event.
+    pub fn conflict(&mut self, job: &TrainingJob, what: &str) {
+        let message = format!(
+            "{what} exists and is not owned by this TrainingJob; the operator does not adopt or delete it: \
+             delete or rename it and the job continues"
+        );
+        self.secret = None;
+        self.service = None;
+        self.pods.clear();
+        if self.set(job, condition_type::CREATED, false, reason::RESOURCE_CONFLICT, message.clone()) {
+            self.events.push(Event { warning: true, reason: reason::RESOURCE_CONFLICT, note: message });
+        }
+    }
+
+    /// Every object could be created or was already the job's: a conflict reported earlier
+    /// is over.
+    pub fn resolved(&mut self, job: &TrainingJob) {
+        let conflicted =
+            self.status.condition(condition_type::CREATED).is_some_and(|c| c.reason == reason::RESOURCE_CONFLICT);
+        if conflicted {
+            self.set(
+                job,
+                condition_type::CREATED,
+                true,
+                reason::RESOURCES_CREATED,
+                "the conflicting object is gone".into(),
+            );
+        }
+    }
+
+    /// The API server refused to create a pod (quota, admission policy): stop creating, say
+    /// why; `reconcile` retries with exponential backoff.
+    pub fn refused(&mut self, job: &TrainingJob, pod: &str, message: &str) {
+        let message = format!("creating pod {pod} was refused: {message}");
+        self.pods.clear();
+        if self.set(job, condition_type::BLOCKED, true, reason::POD_CREATION_REFUSED, message.clone()) {
+            self.events.push(Event { warning: true, reason: reason::POD_CREATION_REFUSED, note: message });
+        }
+    }
+
+    /// The API server found an object built from the spec invalid: the job cannot run as
+    /// specified, so it fails with the server's message (which names the field).
+    pub fn invalid(&mut self, job: &TrainingJob, message: &str) {
+        let message = format!("the API server refused the job's objects: {message}");
+        self.secret = None;
+        self.service = None;
+        self.pods.clear();
+        self.status.phase = Some(Phase::Failed);
+        self.set(job, condition_type::FAILED, true, reason::INVALID_SPEC, message.clone());
+        self.set(job, condition_type::RUNNING, false, reason::INVALID_SPEC, "the job has finished".into());
+        self.status.completion_time = Some(self.now.clone());
+        self.events.push(Event { warning: true, reason: reason::INVALID_SPEC, note: message });
+    }
 }
 
 fn phase_of(pod: &Pod) -> &str {
@@ -92,19 +225,47 @@ fn finished_pod(pod: &Pod) -> bool {
     matches!(phase_of(pod), "Succeeded" | "Failed")
 }
 
+fn terminated(pod: &Pod) -> Option<&ContainerStateTerminated> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.first()?.state.as_ref()?.terminated.as_ref()
+}
+
+/// Why a pod ended, for events and status: `OOMKilled (exit code 137): <termination message>`.
 fn pod_message(pod: &Pod) -> String {
-    let status = pod.status.as_ref();
-    let terminated = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first())
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.terminated.as_ref());
-    match terminated {
+    match terminated(pod) {
         Some(t) => {
-            format!("exit code {}{}", t.exit_code, t.message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())
+            let why = t.reason.as_deref().map(|r| format!("{r} ")).unwrap_or_default();
+            let message = t.message.as_deref().map(str::trim).filter(|m| !m.is_empty());
+            format!("{why}(exit code {}){}", t.exit_code, message.map(|m| format!(": {m}")).unwrap_or_default())
         }
-        None => status.and_then(|s| s.message.clone()).unwrap_or_else(|| "no message".into()),
+        None => pod.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_else(|| "no message".into()),
     }
+}
+
+/// Why a pending pod cannot start, if the scheduler or the kubelet said so.
+fn blocked_reason(pod: &Pod) -> Option<(&'static str, String)> {
+    let status = pod.status.as_ref()?;
+    let unschedulable = status.conditions.iter().flatten().find(|c| {
+        c.type_ == "PodScheduled" && c.status == condition_status::FALSE && c.reason.as_deref() == Some("Unschedulable")
+    });
+    if let Some(c) = unschedulable {
+        return Some((reason::POD_UNSCHEDULABLE, format!("Unschedulable: {}", c.message.as_deref().unwrap_or(""))));
+    }
+    let waiting = status.container_statuses.iter().flatten().find_map(|c| c.state.as_ref()?.waiting.as_ref())?;
+    let why = waiting.reason.as_deref()?;
+    if matches!(why, "ContainerCreating" | "PodInitializing") {
+        return None;
+    }
+    Some((reason::CONTAINER_WAITING, format!("{why}: {}", waiting.message.as_deref().unwrap_or(""))))
+}
+
+/// Delay before replacing a pod after its `failures_so_far + 1`-th failure: none for the
+/// first, then 10 s, 20 s, 40 s, ... at most 5 min.
+pub fn backoff(failures_so_far: i32) -> Duration {
+    if failures_so_far <= 0 {
+        return Duration::ZERO;
+    }
+    let doublings = (failures_so_far - 1).min(16) as u32;
+    BACKOFF_BASE.saturating_mul(1 << doublings).min(BACKOFF_MAX)
 }
 
 fn condition(type_: &str, ok: bool, reason: &str, message: String, now: &Time, generation: Option<i64>) -> Condition {
@@ -120,15 +281,19 @@ fn condition(type_: &str, ok: bool, reason: &str, message: String, now: &Time, g
 
 struct Planner<'a> {
     job: &'a TrainingJob,
-    pods: &'a [Pod],
+    /// The job's own pods (controlled by it); others are never touched.
+    pods: Vec<&'a Pod>,
+    children: Children,
     now: Time,
+    /// Pods that cannot start or wait for a backoff: (reason, `pod: why`).
+    blocked: Vec<(&'static str, String)>,
     plan: Plan,
 }
 
 impl Planner<'_> {
-    fn set(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
+    fn set(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> bool {
         let c = condition(type_, ok, reason, message.into(), &self.now, self.job.metadata.generation);
-        self.plan.status.set_condition(c);
+        self.plan.status.set_condition(c)
     }
 
     fn event(&mut self, warning: bool, reason: &'static str, note: impl Into<String>) {
@@ -136,9 +301,26 @@ impl Planner<'_> {
     }
 
     fn delete(&mut self, pod: &Pod) {
-        if !terminating(pod) && !self.plan.delete_pods.contains(&pod.name_any()) {
-            self.plan.delete_pods.push(pod.name_any());
+        if !terminating(pod) && !self.plan.delete_pods.iter().any(|d| d.name == pod.name_any()) {
+            self.plan.delete_pods.push(Doomed { name: pod.name_any(), uid: pod.uid() });
         }
+    }
+
+    fn requeue_within(&mut self, after: Duration) {
+        self.plan.requeue = self.plan.requeue.min(after.max(Duration::from_secs(1)));
+    }
+
+    /// Whether a pod that ended at its container's `finishedAt` must still wait before it is
+    /// replaced, after `failures_so_far` earlier failures: how long, and a note that stays
+    /// the same from one reconcile to the next (so the condition does not churn). A pod
+    /// without a finish time (the kubelet did not say) is replaced at once.
+    fn wait_for(&self, pod: &Pod, failures_so_far: i32) -> Option<(Duration, String)> {
+        let finished = terminated(pod)?.finished_at.as_ref()?.0;
+        let delay = backoff(failures_so_far);
+        let until = finished + SignedDuration::try_from(delay).ok()?;
+        let left = until.duration_since(self.now.0);
+        let note = format!("at {until} (backoff {} s)", delay.as_secs());
+        (left > SignedDuration::ZERO).then(|| (Duration::from_secs_f64(left.as_secs_f64()), note))
     }
 
     /// Ends the job: the phase, its condition, the completion time, pods cleaned up.
@@ -151,13 +333,26 @@ impl Planner<'_> {
         self.plan.status.phase = Some(phase);
         self.set(type_, true, why, message.clone());
         self.set(condition_type::RUNNING, false, why, "the job has finished");
+        if self.plan.status.is_condition_true(condition_type::BLOCKED) {
+            self.set(condition_type::BLOCKED, false, reason::NOT_BLOCKED, "the job has finished");
+        }
+        if let Some(w) = &mut self.plan.status.workers {
+            // Nothing runs any more: no worker is ready or draining.
+            w.ready = 0;
+            w.draining = 0;
+        }
+        if self.plan.status.is_condition_true(condition_type::DRAINING) {
+            self.set(condition_type::DRAINING, false, reason::STABLE, "the job has finished");
+        }
         self.plan.status.completion_time = Some(self.now.clone());
+        self.plan.pods.clear();
+        self.plan.drain_workers.clear();
         self.event(!succeeded, why, message);
         self.clean_up();
     }
 
     fn clean_up(&mut self) {
-        let pods = self.pods;
+        let pods = self.pods.clone();
         for pod in pods {
             let remove = match self.job.spec.run_policy.clean_pod_policy {
                 CleanPodPolicy::All => true,
@@ -171,121 +366,190 @@ impl Planner<'_> {
     }
 
     fn find(&self, name: &str) -> Option<&'_ Pod> {
-        self.pods.iter().find(|p| p.name_any() == name)
+        self.pods.iter().copied().find(|p| p.name_any() == name)
     }
 
-    fn master(&mut self) {
+    fn master(&mut self, progress: Option<&MasterProgress>) {
         let restarts = self.plan.status.restarts;
         let waiting = if restarts > 0 { Phase::Restarting } else { Phase::Pending };
         let name = desired::master_name(self.job);
         let Some(pod) = self.find(&name).cloned() else {
-            self.plan.create_master = true;
+            self.plan.pods.push(self.children.master.clone());
             self.plan.status.phase = Some(waiting);
             return;
         };
         match phase_of(&pod) {
             _ if terminating(&pod) => self.plan.status.phase = Some(waiting),
-            "Succeeded" => {
-                let epochs = self.plan.status.progress.as_ref().map_or(0, |p| p.epoch);
-                self.finish(
-                    true,
-                    reason::CONVERGED,
-                    format!("model written to {} after {epochs} epochs", self.job.spec.model_uri),
-                );
-            }
+            "Succeeded" => self.succeeded(&pod, progress),
             "Failed" if disrupted(&pod) => {
                 self.delete(&pod);
                 self.plan.status.phase = Some(Phase::Restarting);
-                self.set(
-                    condition_type::RUNNING,
-                    false,
-                    reason::MASTER_RESTARTING,
-                    "master preempted; resuming from its checkpoint",
-                );
-                self.event(
-                    true,
-                    reason::MASTER_RESTARTING,
-                    "master pod preempted or evicted; not counted against backoffLimit",
-                );
-            }
-            "Failed" => {
-                let restarts = restarts + 1;
-                self.plan.status.restarts = restarts;
-                let limit = self.job.spec.run_policy.backoff_limit;
-                let message = pod_message(&pod);
-                if restarts > limit {
-                    let why = format!("master failed {restarts} times (backoffLimit {limit}); last: {message}");
-                    self.finish(false, reason::BACKOFF_LIMIT_EXCEEDED, why);
-                } else {
-                    self.delete(&pod);
-                    self.plan.status.phase = Some(Phase::Restarting);
-                    let note = format!("master failed ({message}); restart {restarts} of {limit}");
-                    self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note.clone());
+                let note =
+                    "master preempted or evicted; resuming from its checkpoint (not counted against backoffLimit)";
+                if self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note) {
                     self.event(true, reason::MASTER_RESTARTING, note);
                 }
             }
+            "Failed" => self.master_failed(&pod),
             "Running" => {
                 self.plan.status.phase = Some(Phase::Running);
                 self.set(condition_type::RUNNING, true, reason::TRAINING, "the master is training");
             }
             _ => {
                 self.plan.status.phase = Some(waiting);
-                self.set(condition_type::RUNNING, false, reason::MASTER_STARTING, "the master pod is starting");
+                match blocked_reason(&pod) {
+                    Some((why, message)) => {
+                        self.set(condition_type::RUNNING, false, why, format!("master pod {name}: {message}"));
+                        self.blocked.push((why, format!("{name}: {message}")));
+                    }
+                    None => {
+                        self.set(condition_type::RUNNING, false, reason::MASTER_STARTING, "the master pod is starting");
+                    }
+                }
             }
         }
     }
 
+    fn master_failed(&mut self, pod: &Pod) {
+        let restarts = self.plan.status.restarts;
+        let limit = self.job.spec.run_policy.backoff_limit;
+        let message = pod_message(pod);
+        if terminated(pod).is_some_and(|t| t.exit_code == EXIT_BAD_INPUT) {
+            let why = format!("the master found its data or arguments unusable (a restart cannot help): {message}");
+            self.finish(false, reason::DATASET_ERROR, why);
+            return;
+        }
+        if restarts + 1 > limit {
+            self.plan.status.restarts = restarts + 1;
+            let why = format!("master failed {} times (backoffLimit {limit}); last: {message}", restarts + 1);
+            self.finish(false, reason::BACKOFF_LIMIT_EXCEEDED, why);
+            return;
+        }
+        self.plan.status.phase = Some(Phase::Restarting);
+        if let Some((left, when)) = self.wait_for(pod, restarts) {
+            let note = format!("master failed ({message}); restarting {when}");
+            self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note.clone());
+            self.blocked.push((reason::BACKOFF, format!("{}: {note}", pod.name_any())));
+            self.requeue_within(left);
+            return;
+        }
+        self.plan.status.restarts = restarts + 1;
+        self.delete(pod);
+        let note = format!("master failed ({message}); restart {} of {limit}", restarts + 1);
+        self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note.clone());
+        self.event(true, reason::MASTER_RESTARTING, note);
+    }
+
+    /// The master wrote the model and exited 0. Its termination message has the final epoch
+    /// count; whether that is the epoch limit says how the run ended.
+    fn succeeded(&mut self, pod: &Pod, progress: Option<&MasterProgress>) {
+        let summary = terminated(pod)
+            .and_then(|t| t.message.as_deref())
+            .and_then(|m| serde_json::from_str::<MasterSummary>(m.trim()).ok());
+        let uri = self.job.spec.model_uri.clone();
+        self.plan.status.model_uri = Some(uri.clone());
+        let (why, message) = match &summary {
+            Some(s) => {
+                let progress = self.plan.status.progress.get_or_insert_with(Progress::default);
+                progress.epoch = s.epochs;
+                progress.objective = s.objective.or(progress.objective);
+                let limit = self.job.spec.algorithm.max_epochs();
+                let why = if s.epochs >= limit { reason::MAX_EPOCHS_REACHED } else { reason::CONVERGED };
+                let objective = s.objective.map(|o| format!(", objective {o}")).unwrap_or_default();
+                (why, format!("model written to {uri} after {} epochs{objective}", s.epochs))
+            }
+            None => {
+                let polled = progress.map(|p| p.epoch).or(self.plan.status.progress.as_ref().map(|p| p.epoch));
+                let polled = polled.map(|e| format!(" (last polled epoch {e})")).unwrap_or_default();
+                (reason::CONVERGED, format!("model written to {uri}; the master reported no final epoch count{polled}"))
+            }
+        };
+        self.finish(true, why, message);
+    }
+
     fn workers(&mut self, progress: Option<&MasterProgress>, leaving_nodes: &[String]) {
         let desired = self.job.spec.workers.clamped_replicas();
+        let limit = self.job.spec.run_policy.worker_failure_limit;
+        let before = self.plan.status.workers.clone().unwrap_or_default();
+        let (mut failed, mut last_failure) = (before.failed, before.last_failure.clone());
         let mut ready = 0;
-        let pods = self.pods;
-        let leaving = pods.iter().filter(|p| {
+        let mut alive = 0;
+        let pods = self.pods.clone();
+        for pod in pods.iter().copied().filter(|p| is_worker(p)) {
             let on_leaving_node =
-                p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| leaving_nodes.contains(n));
-            p.labels().get(LABEL_ROLE).is_some_and(|r| r == Role::Worker.as_str())
-                && phase_of(p) == "Running"
-                && !terminating(p)
-                && (on_leaving_node || pod_condition(p, "DisruptionTarget"))
-        });
-        for pod in leaving {
-            self.plan.drain_workers.push(pod.name_any());
+                pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| leaving_nodes.contains(n));
+            if phase_of(pod) == "Running"
+                && !terminating(pod)
+                && (on_leaving_node || pod_condition(pod, "DisruptionTarget"))
+            {
+                self.plan.drain_workers.push(pod.name_any());
+            }
         }
-        if !self.plan.drain_workers.is_empty() {
-            let names = self.plan.drain_workers.join(", ");
-            self.set(condition_type::DRAINING, true, reason::NODE_TERMINATING, format!("draining {names}"));
-            self.event(false, reason::NODE_TERMINATING, format!("node going away; draining {names}"));
-        } else if self.plan.status.condition(condition_type::DRAINING).is_some() {
-            self.set(condition_type::DRAINING, false, reason::STABLE, "no worker is draining");
-        }
-        for index in 0..desired {
+        let workers = std::mem::take(&mut self.children.workers);
+        for (index, wanted) in (0..desired).zip(workers) {
             let name = desired::worker_name(self.job, index);
-            match self.find(&name).cloned() {
-                None => self.plan.create_workers.push(index),
-                Some(pod) if terminating(&pod) => {}
-                Some(pod) if finished_pod(&pod) => {
-                    if disrupted(&pod) {
-                        self.event(false, reason::NODE_TERMINATING, format!("worker {name} preempted; replacing it"));
+            let Some(pod) = self.find(&name).cloned() else {
+                self.plan.pods.push(wanted);
+                continue;
+            };
+            match phase_of(&pod) {
+                _ if terminating(&pod) => {}
+                "Succeeded" => self.delete(&pod), // drained or released: replaced, not a failure
+                "Failed" if disrupted(&pod) => {
+                    self.event(false, reason::NODE_TERMINATING, format!("worker {name} preempted; replacing it"));
+                    self.delete(&pod);
+                }
+                "Failed" => {
+                    let message = pod_message(&pod);
+                    if let Some((left, when)) = self.wait_for(&pod, failed) {
+                        let note = format!("failed ({message}); replaced {when}");
+                        self.blocked.push((reason::BACKOFF, format!("{name}: {note}")));
+                        self.requeue_within(left);
+                        continue;
+                    }
+                    failed += 1;
+                    let note =
+                        format!("worker {name} failed: {message}; failure {failed} of workerFailureLimit {limit}");
+                    last_failure = Some(note.clone());
+                    self.event(true, reason::WORKER_FAILED, note);
+                    if failed > limit {
+                        self.plan.status.workers = Some(WorkerStatus { failed, last_failure, ..before });
+                        let why =
+                            format!("{failed} worker failures (workerFailureLimit {limit}); last: {name}: {message}");
+                        self.finish(false, reason::WORKER_FAILURE_LIMIT_EXCEEDED, why);
+                        return;
                     }
                     self.delete(&pod);
                 }
-                Some(pod) => ready += i32::from(phase_of(&pod) == "Running" && pod_condition(&pod, "Ready")),
+                _ => {
+                    alive += 1;
+                    if phase_of(&pod) == "Running" {
+                        ready += i32::from(pod_condition(&pod, "Ready"));
+                    } else if let Some((why, message)) = blocked_reason(&pod) {
+                        self.blocked.push((why, format!("{name}: {message}")));
+                    }
+                }
             }
         }
-        let pods = self.pods;
         let mut extra = 0;
-        for pod in pods.iter().filter(|p| p.labels().get(LABEL_ROLE).is_some_and(|r| r == Role::Worker.as_str())) {
+        for pod in pods.iter().copied().filter(|p| is_worker(p)) {
             let index: Option<i32> = pod.labels().get(LABEL_INDEX).and_then(|i| i.parse().ok());
             if index.is_none_or(|i| i >= desired) {
                 extra += 1;
                 self.delete(pod);
             }
         }
-        let ready = progress.map_or(ready, |p| p.workers_active);
+        // The master's count, but never more than there are worker pods to be ready.
+        let ready = progress.map_or(ready, |p| p.workers_active.min(alive));
         self.scaling(desired, ready, extra);
+        let draining = progress.map_or(0, |p| p.workers_draining).max(self.plan.drain_workers.len() as i32);
+        self.draining(draining);
         self.plan.status.workers = Some(WorkerStatus {
             desired,
             ready,
-            draining: progress.map_or(0, |p| p.workers_draining),
+            draining,
+            failed,
+            last_failure,
             selector: Some(desired::selector(self.job, Some(Role::Worker))),
         });
         if let Some(p) = progress {
@@ -296,6 +560,20 @@ impl Planner<'_> {
                 duality_gap: None,
                 examples_per_second: Some(p.examples_per_second),
             });
+        }
+    }
+
+    /// `Draining` is True exactly when `workers.draining` is above 0.
+    fn draining(&mut self, draining: i32) {
+        if !self.plan.drain_workers.is_empty() {
+            let names = self.plan.drain_workers.join(", ");
+            if self.set(condition_type::DRAINING, true, reason::NODE_TERMINATING, format!("draining {names}")) {
+                self.event(false, reason::NODE_TERMINATING, format!("node going away; draining {names}"));
+            }
+        } else if draining > 0 {
+            self.set(condition_type::DRAINING, true, reason::WORKERS_DRAINING, format!("{draining} workers draining"));
+        } else if self.plan.status.condition(condition_type::DRAINING).is_some() {
+            self.set(condition_type::DRAINING, false, reason::STABLE, "no worker is draining");
         }
     }
 
@@ -317,33 +595,63 @@ impl Planner<'_> {
             _ => {}
         }
     }
+
+    /// `Blocked` lists every pod that cannot start or waits for a backoff; an event when the
+    /// list changes.
+    fn blocked(&mut self) {
+        let blocked = std::mem::take(&mut self.blocked);
+        match blocked.first() {
+            Some((why, _)) => {
+                const SHOWN: usize = 10;
+                let mut message: Vec<String> = blocked.iter().take(SHOWN).map(|(_, m)| m.clone()).collect();
+                if blocked.len() > SHOWN {
+                    message.push(format!("and {} more", blocked.len() - SHOWN));
+                }
+                let message = message.join("; ");
+                if self.set(condition_type::BLOCKED, true, why, message.clone()) {
+                    self.event(true, why, message);
+                }
+            }
+            None if self.plan.status.is_condition_true(condition_type::BLOCKED) => {
+                self.set(condition_type::BLOCKED, false, reason::NOT_BLOCKED, "every pod could start");
+            }
+            None => {}
+        }
+    }
+
+    /// Creates pods in batches: the rest on the next pass, soon.
+    fn batch(&mut self) {
+        if self.plan.pods.len() > MAX_CREATES_PER_RECONCILE {
+            self.plan.pods.truncate(MAX_CREATES_PER_RECONCILE);
+            self.requeue_within(Duration::from_secs(1));
+        }
+    }
 }
 
-/// Decides what to do about `job`, whose pods are `pods`, at `now`; `leaving_nodes` are
-/// the nodes of its pods that are about to go ([`node_terminating`]).
-pub fn plan(
-    job: &TrainingJob,
-    pods: &[Pod],
-    progress: Option<&MasterProgress>,
-    leaving_nodes: &[String],
-    now: Timestamp,
-) -> Plan {
+fn is_worker(pod: &Pod) -> bool {
+    pod.labels().get(LABEL_ROLE).is_some_and(|r| r == Role::Worker.as_str())
+}
+
+/// Decides what to do about `job`, whose objects should be `children`, given what exists.
+pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: Timestamp) -> Plan {
     let mut status = job.status.clone().unwrap_or_default();
     let before = status.phase;
     status.observed_generation = job.metadata.generation;
     status.algorithm = Some(job.spec.algorithm_name().to_string());
-    status.model_uri = Some(job.spec.model_uri.clone());
     let plan = Plan {
         status,
-        create_master: false,
-        create_workers: Vec::new(),
+        secret: None,
+        service: None,
+        pods: Vec::new(),
         drain_workers: Vec::new(),
         delete_pods: Vec::new(),
         events: Vec::new(),
         delete_job: false,
         requeue: Duration::from_secs(10),
+        now: Time(now),
     };
-    let mut p = Planner { job, pods, now: Time(now), plan };
+    let pods = observed.pods.iter().filter(|p| desired::owned_by(&p.metadata, job)).collect();
+    let mut p = Planner { job, pods, children, now: Time(now), blocked: Vec::new(), plan };
 
     if p.plan.status.is_finished() {
         p.clean_up();
@@ -360,9 +668,15 @@ pub fn plan(
         }
         return p.plan;
     }
-    let invalid = job.spec.validate().map_err(|e| e.to_string()).and_then(|()| desired::runnable(job));
-    if let Err(why) = invalid {
-        p.finish(false, reason::INVALID_SPEC, why);
+    if let Err(why) = job.validate() {
+        p.finish(false, reason::INVALID_SPEC, why.to_string());
+        return p.plan;
+    }
+    if let Some(service) = observed.service.filter(|s| !desired::owned_by(&s.metadata, job)) {
+        let what = format!("service {}/{}", service.namespace().unwrap_or_default(), service.name_any());
+        p.plan.status.phase.get_or_insert(Phase::Pending);
+        p.plan.conflict(job, &what);
+        p.plan.requeue = Duration::from_secs(30);
         return p.plan;
     }
     if p.plan.status.start_time.is_none() {
@@ -379,11 +693,18 @@ pub fn plan(
         let left = Duration::from_secs_f64(ends.duration_since(now).as_secs_f64().max(0.0));
         p.plan.requeue = p.plan.requeue.min(left);
     }
-    p.master();
+    p.plan.secret = p.children.secret.take();
+    p.plan.service = Some(p.children.service.clone());
+    p.master(observed.progress);
     if p.plan.status.is_finished() {
         return p.plan;
     }
-    p.workers(progress, leaving_nodes);
+    p.workers(observed.progress, observed.leaving_nodes);
+    if p.plan.status.is_finished() {
+        return p.plan;
+    }
+    p.blocked();
+    p.batch();
     if before != p.plan.status.phase && p.plan.status.phase == Some(Phase::Running) {
         p.event(false, reason::TRAINING, "the master is running");
     }
@@ -396,7 +717,19 @@ mod tests {
     use crate::desired::tests::{job, options};
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 
-    const SPEC: &str = "datasetUri: s3://d/grid\nmodelUri: s3://m/model\nworkers: {replicas: 2}\nrunPolicy: {backoffLimit: 1, ttlSecondsAfterFinished: 60}\n";
+    const SPEC: &str = "datasetUri: s3://data/grid\nmodelUri: s3://models/model\nworkers: {replicas: 2}\nrunPolicy: {backoffLimit: 1, ttlSecondsAfterFinished: 60}\n";
+
+    /// Plans `job` with its pods and no Service yet.
+    fn plan(
+        j: &TrainingJob,
+        pods: &[Pod],
+        progress: Option<&MasterProgress>,
+        leaving: &[String],
+        now: Timestamp,
+    ) -> Plan {
+        let observed = Observed { pods, service: None, progress, leaving_nodes: leaving };
+        super::plan(j, desired::build(j, &options()), observed, now)
+    }
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_800_000_000).unwrap()
@@ -418,8 +751,8 @@ mod tests {
     fn a_new_job_gets_a_master_and_its_workers() {
         let job = job(SPEC);
         let plan = plan(&job, &[], None, &[], now());
-        assert!(plan.create_master);
-        assert_eq!(plan.create_workers, [0, 1]);
+        assert_eq!(plan.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
+        assert!(plan.secret.is_some() && plan.service.is_some());
         assert_eq!(plan.status.phase, Some(Phase::Pending));
         assert!(plan.status.is_condition_true(condition_type::CREATED));
         assert_eq!(plan.events[0].reason, reason::RESOURCES_CREATED);
@@ -441,7 +774,8 @@ mod tests {
         assert!(running.status.is_condition_true(condition_type::RUNNING));
         assert_eq!(running.status.workers.as_ref().unwrap().ready, 2);
         assert_eq!(running.status.progress.as_ref().unwrap().epoch, 3);
-        assert!(running.create_workers.is_empty() && !running.create_master && running.delete_pods.is_empty());
+        assert!(running.pods.is_empty() && running.delete_pods.is_empty());
+        assert!(running.status.model_uri.is_none(), "no model URI before the model exists");
 
         let j = next(j, &running);
         let mut done = pods.clone();
@@ -449,7 +783,9 @@ mod tests {
         let succeeded = plan(&j, &done, None, &[], now());
         assert_eq!(succeeded.status.phase, Some(Phase::Succeeded));
         assert!(succeeded.status.is_condition_true(condition_type::SUCCEEDED));
-        assert_eq!(succeeded.delete_pods, ["ads-worker-0", "ads-worker-1"], "running pods cleaned, the master kept");
+        assert_eq!(succeeded.deleted(), ["ads-worker-0", "ads-worker-1"], "running pods cleaned, the master kept");
+        assert_eq!(succeeded.status.model_uri.as_deref(), Some("s3://models/model"));
+        assert_eq!(succeeded.status.workers.as_ref().unwrap().ready, 0, "nothing is ready once the job is over");
 
         let j = next(j, &succeeded);
         let later = plan(&j, &[], None, &[], now() + SignedDuration::from_secs(30));
@@ -463,7 +799,7 @@ mod tests {
         let failed = with_phase(desired::master_pod(&j, &options()), "Failed");
         let first = plan(&j, std::slice::from_ref(&failed), None, &[], now());
         assert_eq!((first.status.phase, first.status.restarts), (Some(Phase::Restarting), 1));
-        assert_eq!(first.delete_pods, ["ads-master"]);
+        assert_eq!(first.deleted(), ["ads-master"]);
 
         let j = next(j, &first);
         let mut preempted = failed.clone();
@@ -492,7 +828,7 @@ mod tests {
             with_phase(desired::worker_pod(&j, 2, &options()), "Running"),
         ];
         let p = plan(&j, &pods, None, &[], now());
-        assert_eq!(p.delete_pods, ["ads-worker-0", "ads-worker-2"]);
+        assert_eq!(p.deleted(), ["ads-worker-0", "ads-worker-2"]);
         assert_eq!(p.status.phase, Some(Phase::Running));
     }
 
@@ -511,7 +847,7 @@ mod tests {
         let mut up = next(j, &steady);
         up.spec.workers.replicas = 3;
         let scaling = plan(&up, &running(&up, 2), None, &[], now());
-        assert_eq!(scaling.create_workers, [2]);
+        assert_eq!(scaling.created(), ["ads-worker-2"]);
         let c = scaling.status.condition(condition_type::SCALING).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason::REPLICAS_CHANGED));
         assert_eq!(c.message, "scaling from 2 to 3 workers");
@@ -529,7 +865,7 @@ mod tests {
         let mut down = next(up, &done);
         down.spec.workers.replicas = 1;
         let shrinking = plan(&down, &running(&down, 3), None, &[], now());
-        assert_eq!(shrinking.delete_pods, ["ads-worker-1", "ads-worker-2"]);
+        assert_eq!(shrinking.deleted(), ["ads-worker-1", "ads-worker-2"]);
         assert!(shrinking.status.is_condition_true(condition_type::SCALING));
         let down = next(down, &shrinking);
         let leftover = plan(&down, &running(&down, 2), None, &[], now());
@@ -541,7 +877,7 @@ mod tests {
         let mut pods = running(&settled, 1);
         pods[1] = with_phase(pods[1].clone(), "Failed");
         let replaced = plan(&settled, &pods, None, &[], now());
-        assert_eq!(replaced.delete_pods, ["ads-worker-0"]);
+        assert_eq!(replaced.deleted(), ["ads-worker-0"]);
         assert!(!replaced.status.is_condition_true(condition_type::SCALING), "a replacement is not scaling");
     }
 
@@ -575,15 +911,304 @@ mod tests {
     }
 
     #[test]
-    fn a_job_past_its_deadline_fails_and_an_unrunnable_one_says_why() {
-        let j = job("datasetUri: s3://d/grid\nmodelUri: s3://m/model\nrunPolicy: {activeDeadlineSeconds: 100}\n");
+    fn a_job_past_its_deadline_fails_and_an_invalid_one_says_why() {
+        let j =
+            job("datasetUri: s3://data/grid\nmodelUri: s3://models/model\nrunPolicy: {activeDeadlineSeconds: 100}\n");
         let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
         let late = plan(&j, &[], None, &[], now() + SignedDuration::from_secs(100));
         assert_eq!(late.status.condition(condition_type::FAILED).unwrap().reason, reason::DEADLINE_EXCEEDED);
-        let cocoa = job("datasetUri: s3://d/g\nmodelUri: s3://m/x\nalgorithm: {cocoa: {}}\n");
-        let refused = plan(&cocoa, &[], None, &[], now());
+        // Admission refuses these; an object that skipped it fails with the same message.
+        let hinge = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {scd: {loss: hinge}}\n");
+        let refused = plan(&hinge, &[], None, &[], now());
         assert_eq!(refused.status.phase, Some(Phase::Failed));
-        assert!(!refused.create_master);
-        assert_eq!(refused.status.condition(condition_type::FAILED).unwrap().reason, reason::INVALID_SPEC);
+        assert!(refused.pods.is_empty() && refused.secret.is_none());
+        let c = refused.status.condition(condition_type::FAILED).unwrap();
+        assert_eq!(c.reason, reason::INVALID_SPEC);
+        assert!(c.message.contains(linea_crds::validation::MSG_SCD_HINGE), "{}", c.message);
+        let mut long = job(SPEC);
+        long.metadata.name = Some("x".repeat(57));
+        let refused = plan(&long, &[], None, &[], now());
+        assert!(refused.status.condition(condition_type::FAILED).unwrap().message.contains("at most 56"));
+    }
+
+    #[test]
+    fn cocoa_jobs_run() {
+        let j = job(
+            "datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {loss: hinge}}\nworkers: {replicas: 2}\n",
+        );
+        let p = plan(&j, &[], None, &[], now());
+        assert_eq!(p.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
+        assert_eq!(p.status.algorithm.as_deref(), Some("cocoa"));
+    }
+
+    fn terminated_pod(pod: Pod, phase: &str, exit_code: i32, why: &str, message: Option<&str>, at: Timestamp) -> Pod {
+        use k8s_openapi::api::core::v1::{ContainerState, ContainerStatus};
+        let mut pod = with_phase(pod, phase);
+        let state = ContainerStateTerminated {
+            exit_code,
+            reason: Some(why.into()),
+            message: message.map(Into::into),
+            finished_at: Some(Time(at)),
+            ..Default::default()
+        };
+        pod.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+            name: "c".into(),
+            state: Some(ContainerState { terminated: Some(state), ..Default::default() }),
+            ..Default::default()
+        }]);
+        pod.metadata.uid = Some(format!("uid-{}-{exit_code}-{}", pod.name_any(), at.as_second()));
+        pod
+    }
+
+    fn running_job(spec: &str, workers: i32) -> (TrainingJob, Vec<Pod>) {
+        let j = job(spec);
+        let j = next(j.clone(), &plan(&j, &[], None, &[], now()));
+        let mut pods = vec![with_phase(desired::master_pod(&j, &options()), "Running")];
+        pods.extend((0..workers).map(|i| with_phase(desired::worker_pod(&j, i, &options()), "Running")));
+        (j, pods)
+    }
+
+    #[test]
+    fn a_crash_looping_worker_backs_off_is_counted_and_ends_the_job_at_the_limit() {
+        let (j, mut pods) = running_job(
+            &SPEC.replace("ttlSecondsAfterFinished: 60}", "ttlSecondsAfterFinished: 60, workerFailureLimit: 2}"),
+            2,
+        );
+        assert_eq!(j.spec.run_policy.worker_failure_limit, 2);
+        let oom = |pods: &[Pod], at| terminated_pod(pods[1].clone(), "Failed", 137, "OOMKilled", None, at);
+
+        // First failure: replaced at once, counted, an event says why.
+        pods[1] = oom(&pods, now());
+        let first = plan(&j, &pods, None, &[], now());
+        assert_eq!(first.deleted(), ["ads-worker-0"]);
+        let w = first.status.workers.as_ref().unwrap();
+        assert_eq!(w.failed, 1);
+        assert!(w.last_failure.as_deref().unwrap().contains("OOMKilled (exit code 137)"), "{w:?}");
+        let event = first.events.iter().find(|e| e.reason == reason::WORKER_FAILED).unwrap();
+        assert!(event.warning && event.note.contains("ads-worker-0 failed: OOMKilled"), "{event:?}");
+
+        // Second failure: held back 10 s, shown in Blocked, not yet counted.
+        let j = next(j, &first);
+        pods[1] = terminated_pod(pods[1].clone(), "Failed", 1, "Error", Some("error: s3://data: timed out"), now());
+        let held = plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(3));
+        assert!(held.delete_pods.is_empty(), "backoff: not replaced yet");
+        assert_eq!(held.status.workers.as_ref().unwrap().failed, 1);
+        let blocked = held.status.condition(condition_type::BLOCKED).unwrap();
+        assert_eq!((blocked.status.as_str(), blocked.reason.as_str()), ("True", reason::BACKOFF));
+        assert!(
+            blocked.message.contains("(backoff 10 s)") && blocked.message.contains("timed out"),
+            "{}",
+            blocked.message
+        );
+        assert_eq!(held.requeue, Duration::from_secs(7));
+        assert!(held.events.iter().any(|e| e.reason == reason::BACKOFF), "an event when Blocked changes");
+        let again = plan(&next(j.clone(), &held), &pods, None, &[], now() + SignedDuration::from_secs(4));
+        assert!(!again.events.iter().any(|e| e.reason == reason::BACKOFF), "no event while nothing changes");
+
+        let replaced = plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(10));
+        assert_eq!(replaced.deleted(), ["ads-worker-0"]);
+        assert_eq!(replaced.status.workers.as_ref().unwrap().failed, 2);
+
+        // Third failure (after a 20 s backoff) is past workerFailureLimit 2: the job is broken.
+        let j = next(j, &replaced);
+        pods[1] = oom(&pods, now());
+        assert!(plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(19)).delete_pods.is_empty());
+        let broken = plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(20));
+        assert_eq!(broken.status.phase, Some(Phase::Failed));
+        assert_eq!(
+            broken.status.condition(condition_type::FAILED).unwrap().reason,
+            reason::WORKER_FAILURE_LIMIT_EXCEEDED
+        );
+        assert_eq!(broken.status.workers.as_ref().unwrap().failed, 3);
+
+        // A preempted worker and one that exited 0 (drained) never count.
+        let (j, mut pods) = running_job(SPEC, 2);
+        pods[1] = terminated_pod(pods[1].clone(), "Succeeded", 0, "Completed", None, now());
+        let mut preempted = terminated_pod(pods[2].clone(), "Failed", 143, "Error", None, now());
+        let disruption = PodCondition { type_: "DisruptionTarget".into(), status: "True".into(), ..Default::default() };
+        preempted.status.as_mut().unwrap().conditions.as_mut().unwrap().push(disruption);
+        pods[2] = preempted;
+        let p = plan(&j, &pods, None, &[], now());
+        assert_eq!(p.deleted(), ["ads-worker-0", "ads-worker-1"]);
+        assert_eq!(p.status.workers.as_ref().unwrap().failed, 0);
+    }
+
+    #[test]
+    fn a_failed_master_is_replaced_after_a_growing_backoff_and_bad_data_fails_at_once() {
+        let spec = SPEC.replace("backoffLimit: 1", "backoffLimit: 3");
+        let (j, mut pods) = running_job(&spec, 1);
+        pods[0] = terminated_pod(pods[0].clone(), "Failed", 1, "Error", Some("error: s3://models: timed out"), now());
+        let first = plan(&j, &pods, None, &[], now());
+        assert_eq!((first.deleted(), first.status.restarts), (vec!["ads-master".to_string()], 1));
+        let note = &first.events.iter().find(|e| e.reason == reason::MASTER_RESTARTING).unwrap().note;
+        assert!(note.contains("timed out") && note.contains("restart 1 of 3"), "{note}");
+        let j = next(j, &first);
+        let held = plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(5));
+        assert!(held.delete_pods.is_empty() && held.status.restarts == 1, "10 s backoff after the first restart");
+        assert_eq!(held.status.phase, Some(Phase::Restarting));
+        let running = &held.status.condition(condition_type::RUNNING).unwrap().message;
+        assert!(running.contains("(backoff 10 s)"), "{running}");
+        let second = plan(&j, &pods, None, &[], now() + SignedDuration::from_secs(10));
+        assert_eq!((second.deleted(), second.status.restarts), (vec!["ads-master".to_string()], 2));
+
+        let (j, mut pods) = running_job(&spec, 1);
+        pods[0] = terminated_pod(
+            pods[0].clone(),
+            "Failed",
+            2,
+            "Error",
+            Some("error: s3://data/grid/manifest: no such object"),
+            now(),
+        );
+        let p = plan(&j, &pods, None, &[], now());
+        assert_eq!(p.status.phase, Some(Phase::Failed));
+        let c = p.status.condition(condition_type::FAILED).unwrap();
+        assert_eq!(c.reason, reason::DATASET_ERROR);
+        assert!(c.message.contains("no such object"), "{}", c.message);
+    }
+
+    #[test]
+    fn the_final_status_comes_from_the_masters_termination_message() {
+        // One epoch, ended before any poll: the master's summary says 1, the limit.
+        let spec = "datasetUri: s3://data/grid\nmodelUri: s3://models/m\nalgorithm: {scd: {epochs: 1}}\n";
+        let (j, mut pods) = running_job(spec, 1);
+        pods[0] = terminated_pod(
+            pods[0].clone(),
+            "Succeeded",
+            0,
+            "Completed",
+            Some(r#"{"epochs":1,"objective":0.25}"#),
+            now(),
+        );
+        let done = plan(&j, &pods, None, &[], now());
+        let c = done.status.condition(condition_type::SUCCEEDED).unwrap();
+        assert_eq!(c.reason, reason::MAX_EPOCHS_REACHED);
+        assert!(c.message.contains("after 1 epochs, objective 0.25"), "{}", c.message);
+        assert_eq!(done.status.progress.as_ref().unwrap().epoch, 1);
+        assert_eq!(done.status.progress.as_ref().unwrap().objective, Some(0.25));
+
+        // Fewer epochs than the limit: it converged. The summary wins over an older poll.
+        let (j, mut pods) = running_job(SPEC, 1);
+        let polled = MasterProgress { epoch: 2, ..Default::default() };
+        let j = next(j.clone(), &plan(&j, &pods, Some(&polled), &[], now()));
+        pods[0] = terminated_pod(
+            pods[0].clone(),
+            "Succeeded",
+            0,
+            "Completed",
+            Some(r#"{"epochs":7,"objective":1.5}"#),
+            now(),
+        );
+        let done = plan(&j, &pods, None, &[], now());
+        assert_eq!(done.status.condition(condition_type::SUCCEEDED).unwrap().reason, reason::CONVERGED);
+        assert_eq!(done.status.progress.as_ref().unwrap().epoch, 7);
+
+        // No summary (an older image): say so instead of inventing "after 0 epochs".
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", None, now());
+        let done = plan(&j, &pods, None, &[], now());
+        let message = &done.status.condition(condition_type::SUCCEEDED).unwrap().message;
+        assert!(message.contains("no final epoch count (last polled epoch 2)"), "{message}");
+    }
+
+    #[test]
+    fn pods_that_cannot_start_show_in_conditions_with_one_event() {
+        use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus};
+        let (j, mut pods) = running_job(SPEC, 2);
+        pods[0] = with_phase(pods[0].clone(), "Pending");
+        pods[0].status.as_mut().unwrap().conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some("0/3 nodes are available: 3 Insufficient memory.".into()),
+            ..Default::default()
+        }]);
+        pods[2] = with_phase(pods[2].clone(), "Pending");
+        pods[2].status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+            name: "worker".into(),
+            state: Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ImagePullBackOff".into()),
+                    message: Some("Back-off pulling image \"linea:nope\"".into()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        let p = plan(&j, &pods, None, &[], now());
+        let running = p.status.condition(condition_type::RUNNING).unwrap();
+        assert_eq!((running.status.as_str(), running.reason.as_str()), ("False", reason::POD_UNSCHEDULABLE));
+        assert!(running.message.contains("Insufficient memory"), "{}", running.message);
+        let blocked = p.status.condition(condition_type::BLOCKED).unwrap();
+        assert_eq!(blocked.reason, reason::POD_UNSCHEDULABLE);
+        assert!(blocked.message.contains("ads-worker-1: ImagePullBackOff"), "{}", blocked.message);
+        assert_eq!(p.events.iter().filter(|e| e.reason == reason::POD_UNSCHEDULABLE).count(), 1);
+        let again = plan(&next(j.clone(), &p), &pods, None, &[], now());
+        assert!(again.events.is_empty(), "no new event while the same pods are blocked: {:?}", again.events);
+        let (_, fine) = running_job(SPEC, 2);
+        let cleared = plan(&next(j, &again), &fine, None, &[], now());
+        assert_eq!(cleared.status.condition(condition_type::BLOCKED).unwrap().status, "False");
+    }
+
+    #[test]
+    fn objects_the_job_does_not_own_are_never_adopted_or_deleted() {
+        let j = job(SPEC);
+        let mut foreign = desired::master_service(&j);
+        foreign.metadata.owner_references = None;
+        let observed = Observed { pods: &[], service: Some(&foreign), progress: None, leaving_nodes: &[] };
+        let p = super::plan(&j, desired::build(&j, &options()), observed, now());
+        assert!(p.pods.is_empty() && p.service.is_none() && p.secret.is_none(), "nothing is created");
+        let c = p.status.condition(condition_type::CREATED).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", reason::RESOURCE_CONFLICT));
+        assert!(c.message.contains("service ml/ads-master exists and is not owned"), "{}", c.message);
+        assert!(p.events.iter().any(|e| e.warning && e.reason == reason::RESOURCE_CONFLICT));
+
+        // A pod with the job's labels but another owner: not counted, not deleted, not
+        // replaced by name (creating it will conflict, which reconcile reports).
+        let (j, mut pods) = running_job(SPEC, 2);
+        let mut stranger = with_phase(desired::worker_pod(&j, 5, &options()), "Failed");
+        stranger.metadata.owner_references = None;
+        pods.push(stranger);
+        let p = plan(&j, &pods, None, &[], now());
+        assert!(p.delete_pods.is_empty(), "{:?}", p.deleted());
+        let mut other = j.clone();
+        other.metadata.uid = Some("other".into());
+        let p = plan(&other, &pods, None, &[], now());
+        assert!(p.delete_pods.is_empty(), "pods of another job of the same name are not ours");
+    }
+
+    #[test]
+    fn a_large_job_is_created_in_batches() {
+        let j = job("datasetUri: s3://data/grid\nmodelUri: s3://models/model\nworkers: {replicas: 50}\n");
+        let first = plan(&j, &[], None, &[], now());
+        assert_eq!(first.pods.len(), MAX_CREATES_PER_RECONCILE);
+        assert_eq!(first.created()[0], "ads-master", "the master first");
+        assert_eq!(first.requeue, Duration::from_secs(1), "the next batch soon");
+        let j = next(j, &first);
+        let made: Vec<Pod> = first.pods.iter().map(|p| with_phase(p.clone(), "Pending")).collect();
+        let second = plan(&j, &made, None, &[], now());
+        assert_eq!(second.created()[0], "ads-worker-19");
+        assert_eq!(second.status.workers.as_ref().unwrap().desired, 50);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_five_minutes() {
+        let secs: Vec<u64> = (0..8).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [0, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(backoff(i32::MAX), BACKOFF_MAX);
+    }
+
+    #[test]
+    fn refusals_found_while_applying_go_into_the_status() {
+        let j = job(SPEC);
+        let mut p = plan(&j, &[], None, &[], now());
+        p.refused(&j, "ads-worker-1", "exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2");
+        assert!(p.pods.is_empty());
+        let c = p.status.condition(condition_type::BLOCKED).unwrap();
+        assert_eq!(c.reason, reason::POD_CREATION_REFUSED);
+        assert!(c.message.contains("exceeded quota"));
+        p.invalid(&j, "Pod \"ads-master\" is invalid: spec.containers[0].resources.requests[memory]: Invalid value");
+        assert_eq!(p.status.phase, Some(Phase::Failed));
+        assert_eq!(p.status.condition(condition_type::FAILED).unwrap().reason, reason::INVALID_SPEC);
+        assert!(p.events.iter().any(|e| e.reason == reason::INVALID_SPEC && e.note.contains("requests[memory]")));
     }
 }

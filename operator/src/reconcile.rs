@@ -5,13 +5,14 @@
 use crate::desired::{self, BuildOptions, MASTER_PORT};
 use crate::error::{OperatorError, Result};
 use crate::metrics::{CategoryLabel, JobLabel, Metrics, PhaseLabel};
+use crate::plan::Observed;
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{self, finalizer};
 use kube::{Api, Client, Resource, ResourceExt};
 use linea_crds::{TrainingJob, TrainingJobStatus};
@@ -23,17 +24,47 @@ pub struct Context {
     pub client: Client,
     pub options: BuildOptions,
     pub metrics: Arc<Metrics>,
-    recorder: Recorder,
+    reporter: Reporter,
     poll_masters: bool,
     /// Each job's phase as last reconciled, for the jobs-by-phase gauge.
     phases: Mutex<HashMap<JobLabel, String>>,
+    /// Consecutive failed (or refused) reconciles per job, for exponential backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// First retry delay after a failed reconcile; doubled per consecutive failure.
+const RETRY_BASE: Duration = Duration::from_secs(2);
+/// Longest retry delay.
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+fn job_key(job: &TrainingJob) -> String {
+    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
 impl Context {
     pub fn new(client: Client, options: BuildOptions, metrics: Arc<Metrics>, poll_masters: bool) -> Self {
         let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: std::env::var("POD_NAME").ok() };
-        let recorder = Recorder::new(client.clone(), reporter);
-        Self { client, options, metrics, recorder, poll_masters, phases: Mutex::new(HashMap::new()) }
+        Self {
+            client,
+            options,
+            metrics,
+            reporter,
+            poll_masters,
+            phases: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The delay before retrying `job` after one more failure: 2 s, 4 s, ... at most 5 min.
+    fn backoff(&self, job: &TrainingJob) -> Duration {
+        let mut failures = self.failures.lock().expect("failures lock");
+        let n = failures.entry(job_key(job)).or_insert(0);
+        *n = n.saturating_add(1);
+        RETRY_BASE.saturating_mul(1 << (*n - 1).min(16)).min(RETRY_MAX)
+    }
+
+    fn succeeded(&self, job: &TrainingJob) {
+        self.failures.lock().expect("failures lock").remove(&job_key(job));
     }
 
     /// The job's phase and progress in the metrics; `None`: the job is gone.
@@ -80,22 +111,21 @@ pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Actio
     outcome
 }
 
+/// Permanent errors (an object that cannot be what it claims) wait for a change of the job;
+/// API errors are retried with exponential backoff, per job.
 pub fn error_policy(job: Arc<TrainingJob>, error: &OperatorError, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_errors.get_or_create(&CategoryLabel { category: error.category().into() }).inc();
-    tracing::warn!(job = %job.name_any(), %error, "reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(5))
+    if error.is_permanent() {
+        tracing::warn!(job = %job.name_any(), %error, "reconcile failed; waiting for the job to change");
+        return Action::await_change();
+    }
+    let delay = ctx.backoff(&job);
+    tracing::warn!(job = %job.name_any(), %error, retry_in_s = delay.as_secs(), "reconcile failed; retrying");
+    Action::requeue(delay)
 }
 
 fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
-}
-
-async fn server_side_apply<K>(api: &Api<K>, object: &K) -> Result<()>
-where
-    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(&object.name_any(), &apply_params(), &Patch::Apply(object)).await?;
-    Ok(())
 }
 
 fn is_status(error: &kube::Error, code: u16) -> bool {
@@ -115,6 +145,8 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
     let job = &job;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let existing = pods.list(&ListParams::default().labels(&desired::selector(job, None))).await?.items;
+    let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let service = services.get_opt(&desired::master_name(job)).await?;
     let master = master_address(job, &existing).filter(|_| ctx.poll_masters && desired::operator_owns_secret(job));
     let token = desired::job_token(&ctx.options.operator_key, job.uid().as_deref().unwrap_or_default());
     let progress = match &master {
@@ -122,9 +154,12 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
         None => None,
     };
     let leaving = leaving_nodes(&ctx.client, &existing).await?;
-    let plan = plan::plan(job, &existing, progress.as_ref(), &leaving, Timestamp::now());
-    carry_out(job, ctx, &pods, &plan).await?;
-    for name in &plan.drain_workers {
+    let observed =
+        Observed { pods: &existing, service: service.as_ref(), progress: progress.as_ref(), leaving_nodes: &leaving };
+    let plan = plan::plan(job, desired::build(job, &ctx.options), observed, Timestamp::now());
+    let drain = plan.drain_workers.clone();
+    let (action, refused) = carry_out(job, ctx, &pods, plan).await?;
+    for name in &drain {
         let ip = existing.iter().find(|p| &p.name_any() == name).and_then(|p| p.status.as_ref()?.pod_ip.clone());
         match (&master, ip) {
             (Some(master), Some(ip)) => {
@@ -135,7 +170,11 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
             _ => tracing::warn!(job = %job.name_any(), pod = %name, "cannot reach the master to drain this worker"),
         }
     }
-    Ok(if plan.delete_job { Action::await_change() } else { Action::requeue(plan.requeue) })
+    if refused {
+        return Ok(Action::requeue(ctx.backoff(job)));
+    }
+    ctx.succeeded(job);
+    Ok(action)
 }
 
 /// Nodes of these pods that are about to go ([`plan::node_terminating`]).
@@ -161,64 +200,164 @@ fn master_address(job: &TrainingJob, pods: &[Pod]) -> Option<String> {
     Some(format!("http://{}:{MASTER_PORT}", status.pod_ip.as_ref()?))
 }
 
-async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: &Plan) -> Result<()> {
+fn is_invalid(error: &kube::Error) -> bool {
+    is_status(error, 400) || is_status(error, 422)
+}
+
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Delete `name` only if it still is the object with `uid`.
+fn delete_exactly(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+        ..Default::default()
+    }
+}
+
+/// Carries the plan out; returns the action and whether the API server refused a pod (the
+/// caller then backs off).
+async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan) -> Result<(Action, bool)> {
+    let Plan {
+        mut status,
+        secret,
+        service,
+        pods: create,
+        drain_workers: _,
+        delete_pods,
+        mut events,
+        delete_job,
+        requeue,
+        now,
+    } = plan;
     let namespace = job.namespace().unwrap_or_default();
     let jobs: Api<TrainingJob> = Api::namespaced(ctx.client.clone(), &namespace);
-    let key = format!("{namespace}/{}", job.name_any());
-    if plan.delete_job {
+    let key = job_key(job);
+    if delete_job {
         tracing::info!(job = %key, "TTL after finish reached; deleting the job");
         jobs.delete(&job.name_any(), &DeleteParams::background()).await?;
         ctx.record(job, None);
-        return Ok(());
+        return Ok((Action::await_change(), false));
     }
-    if !plan.status.is_finished() {
-        if let Some(secret) = desired::job_secret(job, &ctx.options) {
-            // Created once and never read back: the operator can recompute the token.
+    // What the creations found out goes back into the plan's status and events.
+    let mut outcome = Plan {
+        status: std::mem::take(&mut status),
+        secret: None,
+        service: None,
+        pods: Vec::new(),
+        drain_workers: Vec::new(),
+        delete_pods: Vec::new(),
+        events: std::mem::take(&mut events),
+        delete_job: false,
+        requeue,
+        now,
+    };
+    let mut refused = false;
+    let create_params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    let stopped = 'create: {
+        let mut touched = false;
+        if let Some(secret) = secret {
+            touched = true;
             let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            match secrets
-                .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &secret)
-                .await
-            {
-                Err(e) if !is_status(&e, 409) => return Err(e.into()),
-                _ => {}
+            match secrets.create(&create_params, &secret).await {
+                Ok(created) => outcome.status.auth_secret_uid = created.uid(),
+                // Ours if we recorded creating it, or if our master exists (the Secret is
+                // always created first): the operator never reads Secrets to check.
+                Err(e) if is_status(&e, 409) => {
+                    let master_exists = create.iter().all(|p| p.name_any() != desired::master_name(job));
+                    if outcome.status.auth_secret_uid.is_none() && !master_exists {
+                        outcome.conflict(job, &format!("secret {namespace}/{}", secret.name_any()));
+                        break 'create true;
+                    }
+                }
+                Err(e) if is_invalid(&e) => {
+                    outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) => return Err(e.into()),
             }
         }
-        let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-        server_side_apply(&services, &desired::master_service(job)).await?;
-        if plan.create_master {
-            server_side_apply(pods, &desired::master_pod(job, &ctx.options)).await?;
+        if let Some(service) = service {
+            touched = true;
+            let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+            match services.patch(&service.name_any(), &apply_params(), &Patch::Apply(&service)).await {
+                Ok(_) => {}
+                Err(e) if is_invalid(&e) => {
+                    outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        for &index in &plan.create_workers {
-            server_side_apply(pods, &desired::worker_pod(job, index, &ctx.options)).await?;
+        for pod in create {
+            // Created, never applied: a pod of that name that is not ours is never adopted.
+            match pods.create(&create_params, &pod).await {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 409) => {
+                    outcome.conflict(job, &format!("pod {namespace}/{}", pod.name_any()));
+                    break 'create true;
+                }
+                Err(e) if is_invalid(&e) => {
+                    outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                // Quota, admission policies: retried with backoff, said in Blocked.
+                Err(e) if is_status(&e, 403) => {
+                    outcome.refused(job, &pod.name_any(), &api_message(&e));
+                    refused = true;
+                    break 'create true;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        if touched {
+            outcome.resolved(job);
+        }
+        false
+    };
+    if stopped {
+        tracing::info!(job = %key, "stopped creating the job's objects; see its conditions");
     }
-    for name in &plan.delete_pods {
-        match pods.delete(name, &DeleteParams::default()).await {
-            Err(e) if !is_status(&e, 404) => return Err(e.into()),
+    for doomed in delete_pods {
+        match pods.delete(&doomed.name, &delete_exactly(doomed.uid)).await {
+            Err(e) if !is_status(&e, 404) && !is_status(&e, 409) => return Err(e.into()),
             _ => {}
         }
     }
     let status = serde_json::json!({
         "apiVersion": linea_crds::API_VERSION,
         "kind": linea_crds::KIND,
-        "status": plan.status,
+        "status": outcome.status,
     });
     jobs.patch_status(&job.name_any(), &apply_params(), &Patch::Apply(&status)).await?;
     let reference = job.object_ref(&());
-    for event in &plan.events {
-        let event = Event {
+    for event in &outcome.events {
+        let event = KubeEvent {
             type_: if event.warning { EventType::Warning } else { EventType::Normal },
             reason: event.reason.into(),
             note: Some(event.note.clone()),
             action: "Reconcile".into(),
             secondary: None,
         };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+        // A recorder per event: one shared recorder folds events of the same reason into a
+        // series and keeps the first note, so "restart 2 of 3" would still read "restart 1".
+        let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &reference).await {
             tracing::warn!(job = %key, %e, "could not record an event");
         }
     }
-    ctx.record(job, Some(&plan.status));
-    Ok(())
+    ctx.record(job, Some(&outcome.status));
+    let action = if outcome.status.is_finished() && !job.status.as_ref().is_some_and(|s| s.is_finished()) {
+        // Finished just now: the next pass cleans up and starts the TTL clock.
+        Action::requeue(Duration::from_secs(1))
+    } else {
+        Action::requeue(outcome.requeue)
+    };
+    Ok((action, refused))
 }
 
 /// Deletes everything the job made before the finalizer lets it go. Owner references
@@ -228,29 +367,40 @@ async fn clean_up(job: &TrainingJob, ctx: &Context) -> Result<Action> {
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let selector = ListParams::default().labels(&desired::selector(job, None));
-    // One delete per pod: the operator's role has no deletecollection.
-    for pod in pods.list(&selector).await?.items {
-        if let Err(e) = pods.delete(&pod.name_any(), &DeleteParams::default()).await
+    // One delete per pod (the operator's role has no deletecollection), and only the job's own.
+    for pod in pods.list(&selector).await?.items.into_iter().filter(|p| desired::owned_by(&p.metadata, job)) {
+        if let Err(e) = pods.delete(&pod.name_any(), &delete_exactly(pod.uid())).await
             && !is_status(&e, 404)
+            && !is_status(&e, 409)
         {
             return Err(e.into());
         }
     }
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Err(e) = services.delete(&desired::master_name(job), &DeleteParams::default()).await
+    if let Some(service) = services.get_opt(&desired::master_name(job)).await?
+        && desired::owned_by(&service.metadata, job)
+        && let Err(e) = services.delete(&service.name_any(), &delete_exactly(service.uid())).await
         && !is_status(&e, 404)
+        && !is_status(&e, 409)
     {
         return Err(e.into());
     }
-    if desired::operator_owns_secret(job) {
+    // The Secret the operator created, by the UID it recorded; a same-named Secret that is
+    // not that one is left alone (the garbage collector removes ours if the UID was lost).
+    let secret_uid = job.status.as_ref().and_then(|s| s.auth_secret_uid.clone());
+    if desired::operator_owns_secret(job)
+        && let Some(uid) = secret_uid
+    {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-        if let Err(e) = secrets.delete(&desired::secret_name(job), &DeleteParams::default()).await
+        if let Err(e) = secrets.delete(&desired::secret_name(job), &delete_exactly(Some(uid))).await
             && !is_status(&e, 404)
+            && !is_status(&e, 409)
         {
             return Err(e.into());
         }
     }
     ctx.record(job, None);
+    ctx.succeeded(job);
     tracing::info!(job = %job.name_any(), "cleaned up");
     Ok(Action::await_change())
 }

@@ -48,7 +48,9 @@ async fn serve(
             request.method(),
             request.uri()
         );
-        if call.method == "PATCH" {
+        // Every server-side apply uses the one field manager (the finalizer's JSON patch on the
+        // job itself is kube's and applies nothing).
+        if call.method == "PATCH" && call.path != JOB {
             assert!(request.uri().query().unwrap_or_default().contains("fieldManager=linea-operator"));
         }
         let bytes = request.into_body().collect_bytes().await.unwrap();
@@ -87,9 +89,25 @@ fn call(method: &'static str, path: &'static str, status: StatusCode, answer: se
 const JOB: &str = "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads";
 const JOB_STATUS: &str = "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads/status";
 const PODS: &str = "/api/v1/namespaces/ml/pods";
+const SERVICE: &str = "/api/v1/namespaces/ml/services/ads-master";
+const SECRETS: &str = "/api/v1/namespaces/ml/secrets";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
 fn echo(kind: &str, name: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "ml"}})
+}
+
+fn with_uid(mut object: serde_json::Value, uid: &str) -> serde_json::Value {
+    object["metadata"]["uid"] = uid.into();
+    object
+}
+
+fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": reason, "code": code, "message": message, "metadata": {}})
+}
+
+fn not_found() -> serde_json::Value {
+    status(404, "NotFound", "not found")
 }
 
 fn no_pods() -> serde_json::Value {
@@ -106,26 +124,130 @@ async fn a_new_job_creates_its_secret_service_and_pods_then_writes_status_and_an
     let calls = vec![
         call("GET", JOB, StatusCode::OK, stored(&job)),
         call("GET", PODS, StatusCode::OK, no_pods()),
-        call("POST", "/api/v1/namespaces/ml/secrets", StatusCode::CREATED, echo("Secret", "ads-auth")),
-        call("PATCH", "/api/v1/namespaces/ml/services/ads-master", StatusCode::OK, echo("Service", "ads-master")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-master", StatusCode::OK, echo("Pod", "ads-master")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-0", StatusCode::OK, echo("Pod", "ads-worker-0")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-1", StatusCode::OK, echo("Pod", "ads-worker-1")),
+        call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::CREATED, with_uid(echo("Secret", "ads-auth"), "secret-uid")),
+        call("PATCH", SERVICE, StatusCode::OK, echo("Service", "ads-master")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-master")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-0")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-1")),
         call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
-        call("POST", "/apis/events.k8s.io/v1/namespaces/ml/events", StatusCode::CREATED, event_created()),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
     ];
     let (action, sent) = reconcile_with(job, calls).await;
     assert!(action.contains("requeue"), "a running job is looked at again: {action}");
     let sent = &sent[1..];
-    assert_eq!(sent[1]["metadata"]["name"], "ads-auth");
-    assert!(sent[1]["stringData"]["token"].as_str().is_some_and(|t| t.len() == 64), "the job token");
-    assert_eq!(sent[3]["spec"]["containers"][0]["args"][0], "master");
-    assert_eq!(sent[3]["metadata"]["ownerReferences"][0]["name"], "ads");
-    let status = &sent[6]["status"];
+    assert_eq!(sent[2]["metadata"]["name"], "ads-auth");
+    assert!(sent[2]["stringData"]["token"].as_str().is_some_and(|t| t.len() == 64), "the job token");
+    let names: Vec<&str> = sent[4..7].iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ads-master", "ads-worker-0", "ads-worker-1"], "pods are created, the master first");
+    assert_eq!(sent[4]["spec"]["containers"][0]["args"][0], "master");
+    assert_eq!(sent[4]["metadata"]["ownerReferences"][0]["name"], "ads");
+    let status = &sent[7]["status"];
     assert_eq!(status["phase"], "Pending");
     assert_eq!(status["workers"]["desired"], 2);
+    assert_eq!(status["authSecretUid"], "secret-uid", "the Secret it created, by UID");
     assert!(status["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Created" && c["status"] == "True"));
-    assert_eq!(sent[7]["reason"], "ResourcesCreated");
+    assert_eq!(sent[8]["reason"], "ResourcesCreated");
+}
+
+/// A ResourceQuota (or an admission policy) refuses the second pod: the operator stops
+/// creating, writes why into the status, records an event and retries with backoff rather
+/// than hammering the API server.
+#[tokio::test]
+async fn a_refused_pod_stops_the_batch_and_backs_off_with_the_reason_in_status() {
+    let job = job();
+    let quota =
+        "pods \"ads-worker-0\" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=1, limited: pods=1";
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&job)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::CREATED, with_uid(echo("Secret", "ads-auth"), "secret-uid")),
+        call("PATCH", SERVICE, StatusCode::OK, echo("Service", "ads-master")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-master")),
+        call("POST", PODS, StatusCode::FORBIDDEN, status(403, "Forbidden", quota)),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+    ];
+    let (action, sent) = reconcile_with(job, calls).await;
+    assert!(action.contains("2s"), "first retry after 2 s: {action}");
+    let status = &sent[7]["status"];
+    let blocked = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Blocked").unwrap();
+    assert_eq!((blocked["status"].as_str(), blocked["reason"].as_str()), (Some("True"), Some("PodCreationRefused")));
+    assert!(blocked["message"].as_str().unwrap().contains("exceeded quota"), "{blocked}");
+    assert_eq!(sent[9]["reason"], "PodCreationRefused");
+    assert_eq!(sent[9]["type"], "Warning");
+}
+
+/// A Service with the job's name that someone else made: not patched, not adopted; the job
+/// says which object is in the way and creates nothing.
+#[tokio::test]
+async fn a_foreign_service_is_left_alone_and_named_in_the_status() {
+    let job = job();
+    let foreign = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "ads-master", "namespace": "ml", "uid": "foreign"}, "spec": {"selector": {"app": "theirs"}}});
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&job)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("GET", SERVICE, StatusCode::OK, foreign),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+    ];
+    let (_, sent) = reconcile_with(job, calls).await;
+    let created = sent[3]["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Created").unwrap();
+    assert_eq!((created["status"].as_str(), created["reason"].as_str()), (Some("False"), Some("ResourceConflict")));
+    assert!(created["message"].as_str().unwrap().contains("service ml/ads-master"), "{created}");
+    assert_eq!(sent[4]["reason"], "ResourceConflict");
+}
+
+/// A Secret named `<job>-auth` already exists and the job never created one: the operator
+/// cannot tell it is its own (it never reads Secrets), so it is someone else's.
+#[tokio::test]
+async fn a_foreign_secret_stops_the_job_before_any_pod() {
+    let job = job();
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&job)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::CONFLICT, conflict()),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+    ];
+    let (_, sent) = reconcile_with(job, calls).await;
+    let created = sent[4]["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Created").unwrap();
+    assert_eq!(created["reason"], "ResourceConflict");
+    assert!(created["message"].as_str().unwrap().contains("secret ml/ads-auth"), "{created}");
+}
+
+/// Deleting a job deletes only what it owns: its pod (by UID), not a stranger with its
+/// labels, not a Service it does not own, and its Secret only by the UID it recorded.
+#[tokio::test]
+async fn clean_up_deletes_only_the_jobs_own_objects() {
+    let mut job = job();
+    job.meta_mut().deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()));
+    job.status = Some(serde_json::from_value(serde_json::json!({"authSecretUid": "secret-uid"})).unwrap());
+    let owner = serde_json::json!([{"apiVersion": "linea.io/v1alpha1", "kind": "TrainingJob", "name": "ads", "uid": "uid-1", "controller": true}]);
+    let pods = serde_json::json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
+        {"metadata": {"name": "ads-master", "namespace": "ml", "uid": "pod-uid", "ownerReferences": owner}},
+        {"metadata": {"name": "ads-worker-7", "namespace": "ml", "uid": "stranger"}}
+    ]});
+    let foreign = serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "ads-master", "namespace": "ml", "uid": "foreign"}});
+    let mut released = stored(&job);
+    released["metadata"]["finalizers"] = serde_json::json!([]);
+    let calls = vec![
+        call("GET", PODS, StatusCode::OK, pods),
+        call("DELETE", "/api/v1/namespaces/ml/pods/ads-master", StatusCode::OK, echo("Pod", "ads-master")),
+        call("GET", SERVICE, StatusCode::OK, foreign),
+        call("DELETE", "/api/v1/namespaces/ml/secrets/ads-auth", StatusCode::OK, echo("Secret", "ads-auth")),
+        call("PATCH", JOB, StatusCode::OK, released),
+    ];
+    let (_, sent) = reconcile_with(job, calls).await;
+    assert_eq!(sent[1]["preconditions"]["uid"], "pod-uid", "{}", sent[1]);
+    assert_eq!(sent[3]["preconditions"]["uid"], "secret-uid", "{}", sent[3]);
 }
 
 /// The cache still holds the job from before the last reconcile counted a master failure
@@ -135,15 +257,17 @@ async fn a_new_job_creates_its_secret_service_and_pods_then_writes_status_and_an
 async fn status_is_planned_from_the_job_as_stored_not_as_cached() {
     let cached = job();
     let mut current = job();
-    current.status = Some(serde_json::from_value(serde_json::json!({"phase": "Restarting", "restarts": 1})).unwrap());
+    let status = serde_json::json!({"phase": "Restarting", "restarts": 1, "authSecretUid": "secret-uid"});
+    current.status = Some(serde_json::from_value(status).unwrap());
     let calls = vec![
         call("GET", JOB, StatusCode::OK, stored(&current)),
         call("GET", PODS, StatusCode::OK, no_pods()),
-        call("POST", "/api/v1/namespaces/ml/secrets", StatusCode::CONFLICT, conflict()),
-        call("PATCH", "/api/v1/namespaces/ml/services/ads-master", StatusCode::OK, echo("Service", "ads-master")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-master", StatusCode::OK, echo("Pod", "ads-master")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-0", StatusCode::OK, echo("Pod", "ads-worker-0")),
-        call("PATCH", "/api/v1/namespaces/ml/pods/ads-worker-1", StatusCode::OK, echo("Pod", "ads-worker-1")),
+        call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::CONFLICT, conflict()),
+        call("PATCH", SERVICE, StatusCode::OK, echo("Service", "ads-master")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-master")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-0")),
+        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-1")),
         call("PATCH", JOB_STATUS, StatusCode::OK, stored(&current)),
     ];
     let (_, sent) = reconcile_with(cached, calls).await;
@@ -152,5 +276,5 @@ async fn status_is_planned_from_the_job_as_stored_not_as_cached() {
 }
 
 fn conflict() -> serde_json::Value {
-    serde_json::json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "reason": "AlreadyExists", "code": 409, "message": "exists", "metadata": {}})
+    status(409, "AlreadyExists", "exists")
 }
