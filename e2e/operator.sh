@@ -45,7 +45,7 @@ trap finish EXIT
 
 . "$HERE/checks.sh"
 
-(cd "$LINEA_ROOT" && nice cargo build --release --locked -q -p linea-operator -p linea-worker)
+(cd "$LINEA_ROOT" && nice cargo test --release --locked -q --workspace --no-run)
 "$CP/build.sh" etcd kubernetes >/dev/null
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/linea-operator.XXXXXX")"
 rmdir "$STATE"
