@@ -45,6 +45,7 @@ pub async fn progress(address: &str, token: &str) -> Option<MasterProgress> {
         epoch: s.epoch.into(),
         iteration: s.iteration as i64,
         objective: s.objective.is_finite().then_some(s.objective),
+        duality_gap: s.gap_relative,
         examples_per_second: s.examples_per_second,
         workers_active: s.workers_active as i32,
         workers_draining: s.workers_draining as i32,

@@ -48,6 +48,8 @@ pub struct MasterProgress {
     pub epoch: i64,
     pub iteration: i64,
     pub objective: Option<f64>,
+    /// The duality gap relative to the objective (CoCoA).
+    pub duality_gap: Option<f64>,
     pub examples_per_second: f64,
     pub workers_active: i32,
     pub workers_draining: i32,
@@ -557,7 +559,7 @@ impl Planner<'_> {
                 epoch: p.epoch,
                 iteration: p.iteration,
                 objective: p.objective,
-                duality_gap: None,
+                duality_gap: p.duality_gap,
                 examples_per_second: Some(p.examples_per_second),
             });
         }
@@ -768,8 +770,19 @@ mod tests {
             with_phase(desired::worker_pod(&j, 1, &options()), "Running"),
         ];
         let j = next(j, &first);
-        let progress = MasterProgress { epoch: 3, workers_active: 2, objective: Some(1.5), ..Default::default() };
+        let progress = MasterProgress {
+            epoch: 3,
+            workers_active: 2,
+            objective: Some(1.5),
+            duality_gap: Some(2e-3),
+            ..Default::default()
+        };
         let running = plan(&j, &pods, Some(&progress), &[], now());
+        assert_eq!(
+            running.status.progress.as_ref().unwrap().duality_gap,
+            Some(2e-3),
+            "the master's gap reaches the status"
+        );
         assert_eq!(running.status.phase, Some(Phase::Running));
         assert!(running.status.is_condition_true(condition_type::RUNNING));
         assert_eq!(running.status.workers.as_ref().unwrap().ready, 2);

@@ -81,7 +81,8 @@ struct TrainArgs {
     /// Write a convergence plot (SVG).
     #[arg(long)]
     plot: Option<String>,
-    /// Write the objective after every epoch as CSV: epoch,seconds,objective.
+    /// Write the objective (and duality gap, CoCoA) after every epoch as CSV:
+    /// epoch,seconds,objective,gap,relative_gap.
     #[arg(long)]
     trace: Option<String>,
 }

@@ -144,6 +144,12 @@ fn first_exit(children: &mut [Child]) -> usize {
     }
 }
 
+/// The unit-state version a restarted master's log says it resumed at.
+fn resumed_version(log: &str) -> u64 {
+    let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
 fn sigterm(child: &Child) {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
 }
@@ -215,8 +221,7 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     let status = master.wait().unwrap();
     let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
     assert!(status.success(), "the restarted master finishes: {log}");
-    let resumed = log.lines().find_map(|l| l.strip_prefix("resuming from checkpoint: epoch ")).expect(&log);
-    assert!(resumed != "0, iteration 0", "the restarted master resumed mid-run, not from the start: {log}");
+    assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run, not from the start: {log}");
     for i in [alive[1], workers.len() - 1] {
         assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
     }
@@ -266,4 +271,71 @@ fn a_worker_whose_master_never_answers_gives_up_with_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("http://{absent}")) && stderr.contains("gave up after 1s"), "{stderr}");
+}
+
+/// CoCoA on the runtime: the model depends on the slot count K only — the same bytes in one
+/// process and on 3 worker processes serving K = 4 slots, and through a SIGTERM, a kill -9 of
+/// a worker and a kill -9 + restart of the master (the slots' dual variables come back from
+/// the checkpoint and the master's mirror, and an interrupted epoch is redone from the
+/// committed state with the same seed).
+#[test]
+fn cocoa_slots_survive_preemption_failure_and_a_master_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let params = ["--algorithm", "cocoa", "--slots", "4", "--epochs", "150", "--gap-tolerance", "0"];
+    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
+    let three = train(dir.path(), &grid, "three", &[&params[..], &["--workers", "3"]].concat());
+    assert!(three == reference, "3 worker processes serving 4 slots give the one-process model");
+    let other_k = train(
+        dir.path(),
+        &grid,
+        "k2",
+        &["--algorithm", "cocoa", "--slots", "2", "--epochs", "150", "--gap-tolerance", "0"],
+    );
+    assert!(other_k != reference, "the model depends on K");
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let master_args = [
+        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
+        &params[..],
+    ]
+    .concat();
+    let start_master = |log: &str| {
+        let log = std::fs::File::create(path(dir.path(), log)).unwrap();
+        let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
+        master.args(&master_args).env(SECRET_ENV, SECRET);
+        master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+    };
+    let cluster =
+        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    let mut master = start_master("master-1.log");
+    let mut workers: Vec<Child> = (0..3).map(|_| cluster.worker()).collect();
+    let s = cluster.wait_for("3 workers at work", |s| s.workers_active == 3 && s.epoch >= 10);
+    assert_eq!(s.algorithm, "cocoa");
+    assert!(s.gap_relative.is_some_and(|g| g > 0.0), "the status carries the duality gap: {s:?}");
+
+    sigterm(&workers[0]);
+    assert!(workers[0].wait().unwrap().success(), "a SIGTERMed worker exits 0");
+    let s = cluster.wait_for("progress after SIGTERM", |t| t.workers_active == 2 && t.epoch >= s.epoch + 10);
+    workers[1].kill().unwrap();
+    workers[1].wait().unwrap();
+    let s = cluster.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.epoch >= s.epoch + 10);
+    workers.push(cluster.worker());
+    cluster.wait_for("the new worker at work", |t| t.workers_active == 2 && t.epoch >= s.epoch + 5);
+
+    master.kill().unwrap();
+    master.wait().unwrap();
+    let mut master = start_master("master-2.log");
+    let status = master.wait().unwrap();
+    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
+    assert!(status.success(), "the restarted master finishes: {log}");
+    assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run: {log}");
+    for i in [2, 3] {
+        assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
+    }
+    assert!(
+        std::fs::read(&model).unwrap() == reference,
+        "the disturbed CoCoA run's model differs from the undisturbed one"
+    );
 }

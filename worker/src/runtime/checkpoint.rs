@@ -4,43 +4,40 @@
 //! in order and continues; runs are deterministic, so it produces the model an
 //! undisturbed run would have.
 //!
-//! Objects (under `--checkpoint`, a folder or `s3://` location): `base.json` (rewritten
-//! atomically; it names the first step that follows it) and `step-N.json`. A new base is
-//! written at an epoch's end once the steps since the last base are larger than the base
-//! itself, so what is written stays within twice what changed, and a resume replays at
-//! most about one base's worth of steps. A step is used only if every step before it
-//! exists, so a half-finished write can never be mistaken for progress: each object
-//! appears whole or not at all (see storage). Every object carries a fingerprint of the
-//! data and parameters; a checkpoint of another run is refused, never resumed.
+//! Objects (under `--checkpoint`, a folder or `s3://` location): `base` (rewritten
+//! atomically; it names the first step that follows it) and `step-N`. Each is one JSON line
+//! (format, fingerprint, version, trace) followed by the algorithm's state or step encoded
+//! by the engine (postcard: compact, f64 and i128 bit for bit). A new base is written at an
+//! epoch's end once the steps since the last base are larger than the base itself, so what
+//! is written stays within twice what changed, and a resume replays at most about one
+//! base's worth of steps. A step is used only if every step before it exists, so a
+//! half-finished write can never be mistaken for progress: each object appears whole or not
+//! at all (see storage). Every object carries a fingerprint of the data and parameters; a
+//! checkpoint of another run is refused, never resumed.
 
 use crate::driver::EpochPoint;
 use crate::error::{LineaError, Result};
 use crate::storage::{self, Storage};
-use linea_engine::algorithm::{Algorithm, Iteration};
+use linea_engine::algorithm::{Algorithm, Iteration, decode, encode};
 use serde::{Deserialize, Serialize};
 
 const FORMAT: &str = "linea-checkpoint/2";
-const BASE: &str = "base.json";
+const BASE: &str = "base";
 
+/// The JSON line that opens every checkpoint object.
 #[derive(Serialize, Deserialize)]
-struct Base<S> {
+struct Header {
     format: String,
     fingerprint: String,
-    state: S,
-    /// Version of the workers' unit state that goes with `state`.
+    /// Version of the workers' unit state that goes with the state after this object.
     version: u64,
+    /// A base: the trace so far, and the number of the first step that follows it.
+    #[serde(default)]
     trace: Vec<EpochPoint>,
-    /// The number of the first step that follows this base.
+    #[serde(default)]
     next_step: u64,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Step<T> {
-    format: String,
-    fingerprint: String,
-    version: u64,
-    step: T,
-    /// The trace point of the epoch this step ended, if it ended one.
+    /// A step: the trace point of the epoch it ended, if it ended one.
+    #[serde(default)]
     point: Option<EpochPoint>,
 }
 
@@ -61,7 +58,7 @@ pub struct Checkpoints {
 }
 
 fn step_key(number: u64) -> String {
-    format!("step-{number}.json")
+    format!("step-{number}")
 }
 
 impl Checkpoints {
@@ -70,19 +67,42 @@ impl Checkpoints {
         Ok(Self { storage, fingerprint, first_step: 0, next_step: 0, base_bytes: 0, step_bytes: 0 })
     }
 
-    fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<(T, usize)> {
+    fn header(&self, version: u64) -> Header {
+        Header {
+            format: FORMAT.into(),
+            fingerprint: self.fingerprint.clone(),
+            version,
+            trace: Vec::new(),
+            next_step: 0,
+            point: None,
+        }
+    }
+
+    /// An object's header and its decoded body, checked to belong to this run.
+    fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<(Header, T, usize)> {
         let bytes = self.storage.read(key)?;
         let bad = |why: String| LineaError::data(self.storage.describe(key), why);
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if value["format"] != FORMAT {
+        let split = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| bad(format!("not a {FORMAT} object")))?;
+        let header: Header =
+            serde_json::from_slice(&bytes[..split]).map_err(|e| bad(format!("not a {FORMAT} object ({e})")))?;
+        if header.format != FORMAT {
             return Err(bad(format!("not a {FORMAT} object")));
         }
-        if value["fingerprint"] != self.fingerprint.as_str() {
+        if header.fingerprint != self.fingerprint {
             return Err(bad(
                 "belongs to a run with other data or parameters; remove it or choose another --checkpoint".into(),
             ));
         }
-        Ok((serde_json::from_value(value).map_err(|e| bad(e.to_string()))?, bytes.len()))
+        let body = decode(&bytes[split + 1..], key).map_err(|e| bad(e.to_string()))?;
+        Ok((header, body, bytes.len()))
+    }
+
+    fn write(&self, key: &str, header: &Header, body: Vec<u8>) -> Result<usize> {
+        let mut bytes = serde_json::to_vec(header).expect("serializes");
+        bytes.push(b'\n');
+        bytes.extend(body);
+        self.storage.write(key, &bytes)?;
+        Ok(bytes.len())
     }
 
     /// Brings `algorithm` to the last state saved, if any.
@@ -90,17 +110,17 @@ impl Checkpoints {
         if !self.storage.exists(BASE)? {
             return Ok(None);
         }
-        let (base, bytes): (Base<A::State>, usize) = self.read(BASE)?;
-        algorithm.set_state(base.state);
+        let (base, state, bytes): (Header, A::State, usize) = self.read(BASE)?;
+        algorithm.set_state(state);
         let (mut version, mut trace) = (base.version, base.trace);
         (self.first_step, self.base_bytes, self.step_bytes) = (base.next_step, bytes, 0);
         let mut number = base.next_step;
         while self.storage.exists(&step_key(number))? {
             let key = step_key(number);
-            let (step, bytes): (Step<A::Step>, usize) = self.read(&key)?;
-            algorithm.replay(step.step).map_err(|e| LineaError::data(self.storage.describe(&key), e.to_string()))?;
-            version = step.version;
-            trace.extend(step.point);
+            let (header, step, bytes): (Header, A::Step, usize) = self.read(&key)?;
+            algorithm.replay(step).map_err(|e| LineaError::data(self.storage.describe(&key), e.to_string()))?;
+            version = header.version;
+            trace.extend(header.point);
             self.step_bytes += bytes;
             number += 1;
         }
@@ -121,36 +141,21 @@ impl Checkpoints {
             return self.save_base(algorithm, version, trace);
         }
         let point = if iteration.epoch_done { trace.last().cloned() } else { None };
-        let step = Step {
-            format: FORMAT.into(),
-            fingerprint: self.fingerprint.clone(),
-            version,
-            step: &iteration.step,
-            point,
-        };
-        let bytes = serde_json::to_vec(&step).expect("serializes");
-        self.storage.write(&step_key(self.next_step), &bytes)?;
+        let header = Header { point, ..self.header(version) };
+        let bytes = self.write(&step_key(self.next_step), &header, encode(&iteration.step))?;
         self.next_step += 1;
-        self.step_bytes += bytes.len();
+        self.step_bytes += bytes;
         Ok(())
     }
 
     /// Everything, then the steps it replaces are removed.
     pub fn save_base<A: Algorithm>(&mut self, algorithm: &A, version: u64, trace: &[EpochPoint]) -> Result<()> {
-        let base = Base {
-            format: FORMAT.into(),
-            fingerprint: self.fingerprint.clone(),
-            state: algorithm.state(),
-            version,
-            trace: trace.to_vec(),
-            next_step: self.next_step,
-        };
-        let bytes = serde_json::to_vec(&base).expect("serializes");
-        self.storage.write(BASE, &bytes)?;
+        let header = Header { trace: trace.to_vec(), next_step: self.next_step, ..self.header(version) };
+        let bytes = self.write(BASE, &header, encode(algorithm.state()))?;
         for number in self.first_step..self.next_step {
             self.storage.remove(&step_key(number))?;
         }
-        (self.first_step, self.base_bytes, self.step_bytes) = (self.next_step, bytes.len(), 0);
+        (self.first_step, self.base_bytes, self.step_bytes) = (self.next_step, bytes, 0);
         Ok(())
     }
 }
