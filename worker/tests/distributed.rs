@@ -144,6 +144,15 @@ fn first_exit(children: &mut [Child]) -> usize {
     }
 }
 
+/// Starts `linea master` with `args`, its output in `log` under `dir` (not --quiet: the log
+/// must say whether it resumed).
+fn start_master(dir: &Path, log: &str, args: &[&str]) -> Child {
+    let log = std::fs::File::create(path(dir, log)).unwrap();
+    let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
+    master.args(args).env(SECRET_ENV, SECRET);
+    master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+}
+
 /// The unit-state version a restarted master's log says it resumed at.
 fn resumed_version(log: &str) -> u64 {
     let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
@@ -170,13 +179,7 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
         &params[..],
     ]
     .concat();
-    let start_master = |log: &str| {
-        let log = std::fs::File::create(path(dir.path(), log)).unwrap();
-        // Not --quiet: the log must say whether it resumed.
-        let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-        master.args(&master_args).env(SECRET_ENV, SECRET);
-        master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
-    };
+    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
     let logs = dir.path().join("worker-logs");
     std::fs::create_dir(&logs).unwrap();
     let cluster =
@@ -301,12 +304,7 @@ fn cocoa_slots_survive_preemption_failure_and_a_master_restart() {
         &params[..],
     ]
     .concat();
-    let start_master = |log: &str| {
-        let log = std::fs::File::create(path(dir.path(), log)).unwrap();
-        let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-        master.args(&master_args).env(SECRET_ENV, SECRET);
-        master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
-    };
+    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
     let cluster =
         Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     let mut master = start_master("master-1.log");
