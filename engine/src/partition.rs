@@ -74,10 +74,8 @@ pub fn pure_coloring(features: &FeatureRows, rows: usize) -> Vec<u32> {
         assignment[f] = block as u32;
     }
     let colours = blocks.len() as u32;
-    let mut overflow = 0usize;
-    for a in assignment.iter_mut().filter(|a| **a == u32::MAX) {
+    for (overflow, a) in assignment.iter_mut().filter(|a| **a == u32::MAX).enumerate() {
         *a = colours + (overflow / OVERFLOW_FEATURES) as u32;
-        overflow += 1;
     }
     assignment
 }

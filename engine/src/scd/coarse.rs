@@ -147,7 +147,7 @@ pub fn hessian_stride(rows: u64, dims: usize) -> usize {
 /// Whether shard `shard` contributes to the coarse Hessian: every `stride`-th one. Every
 /// executor must pick the same shards, or models would differ between executors.
 pub fn takes_hessian(shard: usize, stride: usize) -> bool {
-    shard % stride.max(1) == 0
+    shard.is_multiple_of(stride.max(1))
 }
 
 /// Solves `H t = -g` for the packed upper-triangular `H` by Cholesky, dropping (t = 0)

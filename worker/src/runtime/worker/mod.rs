@@ -81,6 +81,9 @@ struct UnitSlot {
 
 type SharedUnit = Arc<Mutex<Option<UnitSlot>>>;
 
+/// A unit base from the master: its version and bytes.
+type FetchedBase = (u64, Arc<Vec<u8>>);
+
 pub struct WorkerCore {
     id: String,
     address: String,
@@ -95,7 +98,7 @@ pub struct WorkerCore {
     partials: Mutex<HashMap<u64, Partial>>,
     phases: Mutex<HashMap<u64, Arc<PhaseData>>>,
     /// Bases fetched from the master, by the kernel's base key: (version, bytes).
-    bases: Mutex<HashMap<usize, (u64, Arc<Vec<u8>>)>>,
+    bases: Mutex<HashMap<usize, FetchedBase>>,
     channels: Mutex<HashMap<String, Channel>>,
     /// Units taken over from another worker, and that worker's address.
     peer_hints: Mutex<HashMap<usize, String>>,
