@@ -20,10 +20,6 @@ impl<'g, K: Kernel, G: GridSource> LocalRunner<'g, K, G> {
         Self { kernel, grid, states, pool }
     }
 
-    pub fn kernel(&self) -> &K {
-        &self.kernel
-    }
-
     /// Unit states, for tests that compare them with rebuilt ones.
     pub fn states(&self) -> impl Iterator<Item = Option<&K::UnitState>> {
         self.states.iter().map(Option::as_ref)

@@ -10,7 +10,7 @@ use crate::plot;
 use crate::progress::Progress;
 use crate::storage;
 use crate::train::TrainOptions;
-use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner, StopReason};
+use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner};
 use linea_engine::cocoa::{Cocoa, CocoaConfig};
 use linea_engine::scd::{Scd, ScdConfig};
 use serde::{Deserialize, Serialize};
@@ -28,11 +28,9 @@ pub struct EpochPoint {
 }
 
 pub struct TrainSummary {
-    pub algorithm: &'static str,
     pub objective: f64,
     pub gap: Option<Gap>,
     pub epochs: u32,
-    pub stop: Option<StopReason>,
     pub seconds: f64,
     pub nnz: u64,
     pub trace: Vec<EpochPoint>,
@@ -213,11 +211,9 @@ pub fn finish<A: Algorithm>(
         storage::write_file(path, plot::convergence_svg(&trace, &title).as_bytes())?;
     }
     Ok(TrainSummary {
-        algorithm: algorithm.name(),
         objective,
         gap: report.gap.map(unscale_gap),
         epochs: report.epoch,
-        stop: algorithm.stop_reason(),
         seconds,
         nnz: layout.manifest.nnz,
         trace,
