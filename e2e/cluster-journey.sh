@@ -4,18 +4,23 @@
 # from this checkout's release binaries, the test S3 server (s3s-fs) on the node.
 #
 #   - `helm install` of charts/linea as it is: the operator runs as a Pod and is Ready;
-#   - examples/local-cluster/s3.yaml (S3 Service + credentials Secret) and
-#     examples/a9a-trainingjob.yaml applied as they are, after `linea prepare` wrote a9a's
-#     grid to S3 from the host;
-#   - the job goes Running -> Succeeded; `kubectl get tj` is captured while it trains and
-#     shows at least two different (epoch, objective) pairs; `kubectl logs` of the master
-#     and a worker are readable; the job's events tell the story;
-#   - the model in S3 has the same bytes as `linea train --workers 2` on this machine;
+#   - raw a9a uploaded to S3 (a signed PUT), then examples/local-cluster/s3.yaml (S3 Service
+#     + credentials Secret) and examples/a9a-raw-trainingjob.yaml applied as they are;
+#   - the job goes Preparing -> Running -> Succeeded: a prepare pod writes the grid in the
+#     cluster (condition Prepared, GridPrepared); `kubectl get tj` is captured while it
+#     trains and shows at least two different (epoch, objective) pairs; `kubectl logs` of
+#     the prepare pod, the master and a worker are readable; the job's events tell the story;
+#   - the model in S3 has the same bytes as `linea train --workers 2` on a grid prepared on
+#     this machine from the same file;
 #   - pods run as uid 65532 with a read-only root filesystem, as the runtime (containerd)
 #     really started them, and job pods have no service-account token;
-#   - faults (FAULTS=1, the default): a worker pod deleted mid-run (SIGTERM through the
-#     kubelet), a worker's container process SIGKILLed, the master's container killed, and
-#     a termination-notice taint on the node -> the job still succeeds with the same bytes.
+#   - a job whose S3 credentials are wrong fails at once with a condition naming the
+#     store's refusal, and leaves no pod behind;
+#   - a second job on the same raw input keeps the grid (Prepared, GridReused; no
+#     GridPrepared event), and on it faults (FAULTS=1, the default): a worker pod deleted
+#     mid-run (SIGTERM through the kubelet), a worker's container process SIGKILLed, the
+#     master's container killed, and a termination-notice taint on the node -> the job
+#     still succeeds with the same bytes.
 #
 # Prints `cluster journey: N passed, M failed` last; exits non-zero on any failure.
 set -euo pipefail
@@ -78,22 +83,26 @@ jp() { k -n "$NS" get "$1" -o "jsonpath=$2" 2>/dev/null; }
 check "the node is Ready: a real kubelet $K8S_VERSION on containerd" bash -c \
   "'$KUBECTL' get node '$LINEA_NODE_NAME' -o jsonpath='{.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}' | grep -Eq '^$K8S_VERSION containerd://1\\.'"
 
-# --- storage: s3s-fs on the node, the grid from the host -------------------------------------
+# --- storage: s3s-fs on the node, raw a9a uploaded -----------------------------------------------
 S3_HOST="$LINEA_NODE_IP" "$ROOT/scripts/s3-server.sh" start "$WORK/s3" "$S3_PORT" >/dev/null
-mkdir -p "$WORK/s3/data" "$WORK/s3/models"
-export AWS_ENDPOINT_URL="http://$LINEA_NODE_IP:$S3_PORT"
-"$LINEA_BIN" --quiet prepare --input "$DATA" --format libsvm --output s3://data/a9a/grid >/dev/null
-check "linea prepare wrote a9a's grid to S3 from the host" test -s "$WORK/s3/data/a9a/grid/manifest.json"
-# The reference: the same training on this machine, with the job's K and parameters, on
-# the very grid objects the job reads (s3s-fs keeps each object as a file under its root).
-# Not through s3:// here: `linea train` with s3:// data panics as it shuts down (tokio
-# runtime dropped inside the async context), after writing its model; a worker/ bug.
-workers="$(sed -n 's/^    replicas: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
-epochs="$(sed -n 's/^      epochs: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
-l2="$(sed -n 's/^      l2: \([0-9.]*\)$/\1/p' "$ROOT/examples/a9a-trainingjob.yaml")"
-"$LINEA_BIN" --quiet train --data "$WORK/s3/data/a9a/grid" --model "$WORK/reference.model" --workers "$workers" \
+mkdir -p "$WORK/s3/raw" "$WORK/s3/data" "$WORK/s3/models" # the buckets
+RAW_KEY="$(sed -n 's#^    uri: s3://raw/\(.*\)$#\1#p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
+# A real S3 PUT, signed with the credentials the server checks (SigV4, as any client).
+upload() {
+  curl -sSf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+    -H "x-amz-content-sha256: $(sha256sum "$DATA" | cut -d' ' -f1)" \
+    -T "$DATA" "http://$LINEA_NODE_IP:$S3_PORT/raw/$RAW_KEY"
+}
+uploaded() { upload && cmp "$DATA" "$WORK/s3/raw/$RAW_KEY"; }
+check "raw a9a uploaded to s3://raw/$RAW_KEY (a signed PUT)" uploaded
+# The reference: the same preparation and training on this machine, with the job's K and
+# parameters, from the same file.
+workers="$(sed -n 's/^    replicas: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
+epochs="$(sed -n 's/^      epochs: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
+l2="$(sed -n 's/^      l2: \([0-9.]*\)$/\1/p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
+"$LINEA_BIN" --quiet prepare --input "$DATA" --format libsvm --output "$WORK/reference-grid" >/dev/null
+"$LINEA_BIN" --quiet train --data "$WORK/reference-grid" --model "$WORK/reference.model" --workers "$workers" \
   --loss logistic --l2 "$l2" --epochs "$epochs" --tolerance 0 >/dev/null
-unset AWS_ENDPOINT_URL
 
 # --- the operator, from the chart ----------------------------------------------------------------
 k create namespace linea-system >/dev/null
@@ -123,15 +132,16 @@ check "the operator container runs as 65532 with a read-only root filesystem (co
 check "the kubernetes Service's endpoint is the apiserver on the node ($LINEA_NODE_IP)" bash -c \
   "[ \"\$('$KUBECTL' -n default get endpointslices -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[0].endpoints[0].addresses[0]}')\" = '$LINEA_NODE_IP' ]"
 
-# --- the user's job -------------------------------------------------------------------------------
+# --- the user's job: raw data in, model out -------------------------------------------------------
 k apply -f "$ROOT/examples/local-cluster/s3.yaml" >/dev/null
-k apply -f "$ROOT/examples/a9a-trainingjob.yaml" >/dev/null
+k apply -f "$ROOT/examples/a9a-raw-trainingjob.yaml" >/dev/null
 # Watch it: phase, progress and `kubectl get tj` every poll, until it finishes (bounded).
 : >"$WORK/get-tj"
-phases="" deadline=$((SECONDS + 900)) master_log="" worker_log=""
+phases="" deadline=$((SECONDS + 900)) master_log="" worker_log="" prepare_log=""
 while :; do
   phase="$(jp "tj/$JOB" '{.status.phase}')"
   case " $phases " in *" $phase "*) ;; *) phases="$phases $phase" ;; esac
+  [ -s "$WORK/prepare.spec" ] || runtime_spec "$NS" "$JOB-prepare" >"$WORK/prepare.spec" 2>/dev/null || true
   if [ "$phase" = Running ]; then
     progress="$(jp "tj/$JOB" '{.status.progress.epoch} {.status.progress.objective}')"
     # Only captures that report both an epoch and an objective count.
@@ -139,6 +149,7 @@ while :; do
       echo "$progress" >>"$WORK/progress"
       k -n "$NS" get tj "$JOB" >>"$WORK/get-tj"
     fi
+    [ -n "$prepare_log" ] || prepare_log="$(k -n "$NS" logs "$JOB-prepare" 2>/dev/null | head -c 2000 || true)"
     [ -n "$master_log" ] || master_log="$(k -n "$NS" logs "$JOB-master" 2>/dev/null | head -c 2000 || true)"
     [ -n "$worker_log" ] || worker_log="$(k -n "$NS" logs "$JOB-worker-0" 2>/dev/null | head -c 2000 || true)"
     [ -s "$WORK/worker.spec" ] || runtime_spec "$NS" "$JOB-worker-0" >"$WORK/worker.spec" 2>/dev/null || true
@@ -148,34 +159,74 @@ while :; do
   [ "$SECONDS" -lt "$deadline" ] || break
   sleep 1 # poll interval
 done
-check "the job went Running -> $phase (phases seen:$phases)" bash -c \
-  "[ '$phase' = Succeeded ] && [[ '$phases' == *Running* ]]"
+check "the job went Preparing -> Running -> $phase (phases seen:$phases)" bash -c \
+  "[ '$phase' = Succeeded ] && [[ '$phases' == *Preparing*Running* ]]"
+rows="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$WORK/reference-grid/manifest.json")"
+prepared="$(jp "tj/$JOB" '{.status.conditions[?(@.type=="Prepared")].reason}: {.status.conditions[?(@.type=="Prepared")].message}')"
+check "the grid was prepared in the cluster: Prepared=True ($prepared)" bash -c \
+  "[ \"\$('$KUBECTL' -n '$NS' get tj '$JOB' -o jsonpath='{.status.conditions[?(@.type==\"Prepared\")].status}')\" = True ] && [[ '$prepared' == GridPrepared:*' $rows rows'* ]]"
+check "... by a prepare pod that exited 0 with its summary as termination message" bash -c \
+  "'$KUBECTL' -n '$NS' get pod '$JOB-prepare' -o jsonpath='{.status.phase} {.status.containerStatuses[0].state.terminated.message}' | grep -q '^Succeeded .*\"reused\":false'"
 distinct() { [ "$(cut -d' ' -f1 "$WORK/progress" | sort -u | wc -l)" -ge 2 ] && [ "$(cut -d' ' -f2 "$WORK/progress" | sort -u | wc -l)" -ge 2 ]; }
 check "kubectl get tj showed the epoch and objective moving ($(wc -l <"$WORK/progress" 2>/dev/null || echo 0) captures)" distinct
 sed 's/^/       /' "$WORK/get-tj" | head -n 8
+check "kubectl logs of the prepare pod is readable" test -n "$prepare_log"
 check "kubectl logs of the master is readable" test -n "$master_log"
 check "kubectl logs of a worker is readable" test -n "$worker_log"
+printf '%s\n' "$prepare_log" | head -n 2 | sed 's/^/       prepare: /'
 printf '%s\n' "$master_log" | head -n 3 | sed 's/^/       master: /'
 printf '%s\n' "$worker_log" | head -n 3 | sed 's/^/       worker: /'
-check "the model in S3 has the same bytes as linea train --workers $workers here" \
+check "the model in S3 has the same bytes as linea prepare + linea train --workers $workers here" \
   cmp "$WORK/s3/models/a9a.model" "$WORK/reference.model"
-events() { k -n "$NS" get events --field-selector "involvedObject.name=$JOB" -o jsonpath='{.items[*].reason}'; }
-check "events tell the story ($(events | tr ' ' '\n' | sort -u | tr '\n' ' '))" bash -c \
-  "r=\$('$KUBECTL' -n '$NS' get events --field-selector involvedObject.name=$JOB -o jsonpath='{.items[*].reason}'); [[ \$r == *ResourcesCreated* ]] && [[ \$r == *Training* ]] && [[ \$r == *MaxEpochsReached* || \$r == *Converged* ]]"
-for role in master worker; do
+events() { k -n "$NS" get events --field-selector "involvedObject.name=$1" -o jsonpath='{.items[*].reason}'; }
+story="$(events "$JOB" | tr ' ' '\n' | sort -u | tr '\n' ' ')"
+check "events tell the story ($story)" bash -c \
+  "r='$story'; [[ \$r == *Preparing* ]] && [[ \$r == *GridPrepared* ]] && [[ \$r == *ResourcesCreated* ]] && [[ \$r == *Training* ]] && [[ \$r == *MaxEpochsReached* || \$r == *Converged* ]]"
+for role in prepare master worker; do
   check "the $role container ran as 65532, read-only root, no service-account token (containerd's spec)" bash -c \
     "grep -qx 'uid 65532' '$WORK/$role.spec' && grep -qx 'readonly True' '$WORK/$role.spec' &&
      ! grep -q 'kubernetes.io/serviceaccount' '$WORK/$role.spec'"
 done
 
-# --- faults on real pods ----------------------------------------------------------------------------
-[ "${FAULTS:-1}" = 1 ] || exit 0
+# --- wrong S3 credentials ------------------------------------------------------------------------
+# The prepared-grid example (the grid is the one the job above wrote), with a Secret whose
+# secret key is wrong and every pod cleaned when it ends.
+DJ=a9a-denied
+k -n "$NS" create secret generic s3-wrong-credentials --from-literal=AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" \
+  --from-literal=AWS_SECRET_ACCESS_KEY=not-the-secret-key >/dev/null
+sed -e "s/^  name: $JOB\$/  name: $DJ/" -e "s#s3://models/a9a.model#s3://models/$DJ.model#" \
+  -e "s/credentialsSecretName: s3-credentials/credentialsSecretName: s3-wrong-credentials/" \
+  -e "s/^    backoffLimit: 3\$/    backoffLimit: 3\n    cleanPodPolicy: All/" "$ROOT/examples/a9a-trainingjob.yaml" >"$WORK/denied.yaml"
+k apply -f "$WORK/denied.yaml" >/dev/null
+failed_job() { [ "$(jp "tj/$DJ" '{.status.phase}')" = Failed ]; }
+check "a job with a wrong S3 secret key fails" until_ok 300 failed_job
+why="$(jp "tj/$DJ" '{.status.conditions[?(@.type=="Failed")].reason}: {.status.conditions[?(@.type=="Failed")].message}')"
+check "... at once (no restart), with a condition naming the store's refusal ($(printf '%s' "$why" | head -c 300))" bash -c \
+  "[ \"\$('$KUBECTL' -n '$NS' get tj '$DJ' -o jsonpath='{.status.restarts}')\" = 0 ] &&
+   printf '%s' \"\$1\" | grep -q '^DatasetError: ' && printf '%s' \"\$1\" | grep -Eq 'SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied|access denied'" _ "$why"
+check "... and a warning event saying so" bash -c \
+  "'$KUBECTL' -n '$NS' get events --field-selector involvedObject.name=$DJ,type=Warning -o jsonpath='{.items[*].reason}' | grep -q DatasetError"
+no_pods() { [ -z "$(k -n "$NS" get pods -l "linea.io/job-name=$DJ" -o name 2>/dev/null)" ]; }
+check "... and leaves no pod behind (cleanPodPolicy All)" until_ok 120 no_pods
+
+# --- a second job on the same raw input keeps the grid ------------------------------------------
 FJ=a9a-faults
 # The same job under another name, its pods held to a tenth of a core each so that it
 # trains long enough for four faults in a row; same data and parameters, so the same model.
 sed -e "s/^  name: $JOB\$/  name: $FJ/" -e "s#s3://models/a9a.model#s3://models/$FJ.model#" \
-  -e "s/^      limits:\$/      limits:\n        cpu: ${FAULT_CPU:-100m}/" "$ROOT/examples/a9a-trainingjob.yaml" >"$WORK/faults.yaml"
+  -e "s/^      limits:\$/      limits:\n        cpu: ${FAULT_CPU:-100m}/" "$ROOT/examples/a9a-raw-trainingjob.yaml" >"$WORK/faults.yaml"
 k apply -f "$WORK/faults.yaml" >/dev/null
+prepared_fj() { [ "$(jp "tj/$FJ" '{.status.conditions[?(@.type=="Prepared")].status}')" = True ]; }
+until_ok 300 prepared_fj || true
+check "a second job on the same raw object keeps the grid: Prepared=True (GridReused)" bash -c \
+  "[ \"\$('$KUBECTL' -n '$NS' get tj '$FJ' -o jsonpath='{.status.conditions[?(@.type==\"Prepared\")].reason}')\" = GridReused ]"
+check "... its events say GridReused and never GridPrepared ($(events "$FJ" | tr ' ' '\n' | sort -u | tr '\n' ' '))" bash -c \
+  "r=\"\$('$KUBECTL' -n '$NS' get events --field-selector involvedObject.name=$FJ -o jsonpath='{.items[*].reason}')\"; [[ \$r == *GridReused* ]] && [[ \$r != *GridPrepared* ]]"
+check "... and its prepare pod wrote nothing (termination message reused:true)" bash -c \
+  "'$KUBECTL' -n '$NS' get pod '$FJ-prepare' -o jsonpath='{.status.containerStatuses[0].state.terminated.message}' | grep -q '\"reused\":true'"
+
+# --- faults on real pods (the second job) ----------------------------------------------------------
+[ "${FAULTS:-1}" = 1 ] || exit 0
 
 uid_of() { jp "pod/$1" '{.metadata.uid}'; }
 running() { [ "$(jp "pod/$1" '{.status.phase}')" = Running ]; }

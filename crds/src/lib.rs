@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
+pub mod raw_data;
 pub mod reference;
 pub mod run_policy;
 pub mod spec;
@@ -23,6 +24,7 @@ pub mod validation;
 pub mod workers;
 
 pub use algorithm::{Algorithm, CocoaParams, Loss, ScdParams};
+pub use raw_data::{NumericMode, RawData, RawFormat};
 pub use run_policy::{CleanPodPolicy, RunPolicy};
 pub use spec::{PodMetadata, PullPolicy, StorageSpec, TrainingJob, TrainingJobSpec};
 pub use status::{Phase, Progress, TrainingJobStatus, WorkerStatus};

@@ -29,8 +29,11 @@ this version cannot run (`hybrid`, `ipm`, `elastic.enabled`, the hinge loss with
 URIs, which pods on other nodes cannot see) and names that would not make valid child objects
 (`metadata.name`: at most 56 characters, a DNS-1035 label, because the master Service is
 `<name>-master`). Updates may change workers, placement, resources and run policy;
-`datasetUri`, `modelUri`, `algorithm`, `image`, `imagePullPolicy`, `jobSecretName`, `storage`,
-`serviceAccountName`, `priorityClassName` and `schedulerName` are immutable. Every algorithm
+`datasetUri`, `rawData`, `modelUri`, `algorithm`, `image`, `imagePullPolicy`, `jobSecretName`,
+`storage`, `serviceAccountName`, `priorityClassName` and `schedulerName` are immutable. A job
+names its data either as a grid `linea prepare` wrote (`datasetUri` alone) or as raw input
+(`rawData`, prepared by the operator into the grid at `datasetUri`: phase `Preparing`,
+condition `Prepared`). Every algorithm
 minimizes the sum of the examples' losses + `l2` * |w|^2 (bias included), with the losses
 defined under `spec.algorithm.scd.loss`. A ready example: `docs/examples/trainingjob.yaml`;
 more in `crds/tests/fixtures/valid-*.yaml`.

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::algorithm::Algorithm;
+use crate::raw_data::RawData;
 use crate::run_policy::RunPolicy;
 use crate::status::TrainingJobStatus;
 use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
@@ -92,17 +93,25 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
 #[x_kube(
     validation = Rule::new("self.datasetUri != self.modelUri").message(crate::validation::MSG_SAME_URI),
     validation = Rule::new(IMMUTABLE_POD_FIELDS_RULE).message(crate::validation::MSG_POD_FIELDS_IMMUTABLE),
+    validation = Rule::new(RAW_DATA_URI_RULE).message(crate::validation::MSG_RAW_DATA_SAME_URI),
+    validation = Rule::new(IMMUTABLE_RAW_DATA_RULE).message(crate::validation::MSG_RAW_DATA_IMMUTABLE),
 )]
 pub struct TrainingJobSpec {
     /// URI of the data grid written by `linea prepare`: `s3://bucket/prefix` (pods see no
-    /// local files, so `file://` works with `linea train` only). Immutable: a running job's
-    /// state refers to this grid.
+    /// local files, so `file://` works with `linea train` only). With `rawData` set, the
+    /// operator prepares the grid here first (or keeps the one already here if it was
+    /// prepared from the same input). Immutable: a running job's state refers to this grid.
     #[x_kube(
         validation = Rule::new(S3_URI_RULE).message(crate::validation::MSG_DATASET_URI_SCHEME),
         validation = Rule::new("self == oldSelf").message(crate::validation::MSG_DATASET_URI_IMMUTABLE),
     )]
     #[schemars(length(min = 1, max = 2048))]
     pub dataset_uri: String,
+    /// Raw input to prepare into the grid at datasetUri before training (format and the
+    /// options of `linea prepare`). Unset: datasetUri is a grid prepared already. The job
+    /// shows phase Preparing and the condition Prepared meanwhile. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_data: Option<RawData>,
     /// URI of the final model, `s3://bucket/key`; checkpoints go to `<modelUri>.checkpoint`.
     /// Must differ from datasetUri. Immutable: a restarted master resumes from the checkpoints
     /// here.
@@ -190,6 +199,15 @@ const IMMUTABLE_POD_FIELDS_RULE: &str = "[\
     [has(self.priorityClassName), has(oldSelf.priorityClassName), !has(self.priorityClassName) || !has(oldSelf.priorityClassName) || self.priorityClassName == oldSelf.priorityClassName], \
     [has(self.schedulerName), has(oldSelf.schedulerName), !has(self.schedulerName) || !has(oldSelf.schedulerName) || self.schedulerName == oldSelf.schedulerName]\
     ].all(f, f[0] == f[1] && f[2])";
+
+/// Raw input is neither the grid it is prepared into nor the model.
+const RAW_DATA_URI_RULE: &str =
+    "!has(self.rawData) || (self.rawData.uri != self.datasetUri && self.rawData.uri != self.modelUri)";
+
+/// rawData is fixed at creation: set or unset stays so, and so does its content (the grid
+/// the job trains on was prepared from it).
+const IMMUTABLE_RAW_DATA_RULE: &str =
+    "has(self.rawData) == has(oldSelf.rawData) && (!has(self.rawData) || self.rawData == oldSelf.rawData)";
 
 /// Labels and annotations for the job's pods.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]

@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 pub mod condition_type {
     /// The master pod, its Service and the worker pods have been created.
     pub const CREATED: &str = "Created";
+    /// The grid at datasetUri is ready (True: prepared from spec.rawData, or kept because it
+    /// was prepared from the same input before) or is being prepared (False). Only for jobs
+    /// with spec.rawData.
+    pub const PREPARED: &str = "Prepared";
     /// The master is training (True) or is not (False, e.g. while it restarts).
     pub const RUNNING: &str = "Running";
     /// The worker count is changing (elastic decision or `kubectl scale`).
@@ -26,7 +30,7 @@ pub mod condition_type {
     pub const FAILED: &str = "Failed";
 
     /// Every condition type, in lifecycle order.
-    pub const ALL: [&str; 7] = [CREATED, RUNNING, SCALING, DRAINING, BLOCKED, SUCCEEDED, FAILED];
+    pub const ALL: [&str; 8] = [PREPARED, CREATED, RUNNING, SCALING, DRAINING, BLOCKED, SUCCEEDED, FAILED];
 }
 
 /// Condition reasons (`status.conditions[].reason`): CamelCase, machine-readable.
@@ -82,9 +86,19 @@ pub mod reason {
     pub const POD_CREATION_REFUSED: &str = "PodCreationRefused";
     /// Blocked False: every pod of the job could start.
     pub const NOT_BLOCKED: &str = "NotBlocked";
+    /// Prepared False: the prepare pod is turning spec.rawData into the grid.
+    pub const PREPARING: &str = "Preparing";
+    /// Prepared True: the prepare pod wrote the grid (rows and blocks in the message).
+    pub const GRID_PREPARED: &str = "GridPrepared";
+    /// Prepared True: the grid at datasetUri was prepared from the same input (URI, size,
+    /// ETag) with the same options before, and was kept.
+    pub const GRID_REUSED: &str = "GridReused";
+    /// Failed: the prepare pod failed (unreadable or missing input, a bad line, storage
+    /// refused); the message is its termination message.
+    pub const PREPARE_FAILED: &str = "PrepareFailed";
 
     /// Every reason.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 27] = [
         RESOURCES_CREATED,
         MASTER_STARTING,
         TRAINING,
@@ -108,6 +122,10 @@ pub mod reason {
         BACKOFF,
         POD_CREATION_REFUSED,
         NOT_BLOCKED,
+        PREPARING,
+        GRID_PREPARED,
+        GRID_REUSED,
+        PREPARE_FAILED,
     ];
 }
 
@@ -127,6 +145,8 @@ pub enum Phase {
     /// Accepted; pods are being created or are not ready yet.
     #[default]
     Pending,
+    /// The prepare pod is turning spec.rawData into the grid at datasetUri.
+    Preparing,
     /// The master is training.
     Running,
     /// The master failed and is restarting from its last checkpoint.
@@ -142,6 +162,7 @@ impl Phase {
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
+            Phase::Preparing => "Preparing",
             Phase::Running => "Running",
             Phase::Restarting => "Restarting",
             Phase::Succeeded => "Succeeded",
@@ -159,11 +180,11 @@ impl Phase {
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainingJobStatus {
-    /// Lifecycle phase: Pending, Running, Restarting, Succeeded or Failed.
+    /// Lifecycle phase: Pending, Preparing, Running, Restarting, Succeeded or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
-    /// Latest observations of the job's state, one per type (Created, Running, Scaling,
-    /// Draining, Succeeded, Failed).
+    /// Latest observations of the job's state, one per type (Prepared, Created, Running,
+    /// Scaling, Draining, Blocked, Succeeded, Failed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,

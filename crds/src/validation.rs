@@ -50,6 +50,15 @@ pub const MSG_NAME: &str = "metadata.name must be at most 56 characters of lower
 pub const MSG_POD_FIELDS_IMMUTABLE: &str = "image, imagePullPolicy, jobSecretName, storage, serviceAccountName, \
      priorityClassName and schedulerName are immutable (a job's pods must all run alike): create a new TrainingJob";
 
+/// CEL message: rawData.uri is not an s3:// object.
+pub const MSG_RAW_DATA_URI_SCHEME: &str =
+    "rawData.uri must be s3://bucket/key: the prepare pod reads the raw input from S3";
+/// CEL message: rawData.uri names the grid or the model.
+pub const MSG_RAW_DATA_SAME_URI: &str =
+    "rawData.uri must differ from datasetUri and modelUri: the grid and the model would overwrite the raw input";
+/// CEL message: rawData added, removed or changed after creation.
+pub const MSG_RAW_DATA_IMMUTABLE: &str = "rawData is immutable: create a new TrainingJob to train on other raw input";
+
 /// A spec that breaks one or more rules; each problem is one readable sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidSpec {
@@ -104,6 +113,13 @@ pub fn is_supported_uri(uri: &str) -> bool {
         && bucket.chars().all(|c| edge(c) || c == '.' || c == '-')
         && bucket.starts_with(edge)
         && bucket.ends_with(edge)
+}
+
+/// Whether `uri` is `s3://bucket/key` with a valid bucket name and a key, as the CEL rule
+/// of `rawData.uri` says.
+pub fn is_supported_object(uri: &str) -> bool {
+    let key = uri.strip_prefix("s3://").and_then(|rest| rest.split_once('/')).map(|(_, key)| key);
+    is_supported_uri(uri) && key.is_some_and(|k| !k.is_empty())
 }
 
 /// Whether `name` makes valid child names, as the CEL rule on `metadata.name` says: at most
@@ -161,6 +177,14 @@ impl TrainingJobSpec {
         p.check(is_supported_uri(&self.model_uri), MSG_MODEL_URI_SCHEME);
 
         p.check(self.dataset_uri != self.model_uri, MSG_SAME_URI);
+        if let Some(raw) = &self.raw_data {
+            p.check(is_supported_object(&raw.uri), MSG_RAW_DATA_URI_SCHEME);
+            p.check(raw.uri != self.dataset_uri && raw.uri != self.model_uri, MSG_RAW_DATA_SAME_URI);
+            if let Some(rows) = raw.rows_per_shard {
+                p.at_least("rawData.rowsPerShard", rows, 1);
+                p.at_most("rawData.rowsPerShard", rows, u32::MAX.into());
+            }
+        }
 
         match &self.algorithm {
             Algorithm::Scd(a) => {
@@ -235,6 +259,7 @@ impl TrainingJobSpec {
         p.check(self.dataset_uri == old.dataset_uri, MSG_DATASET_URI_IMMUTABLE);
         p.check(self.model_uri == old.model_uri, MSG_MODEL_URI_IMMUTABLE);
         p.check(self.algorithm == old.algorithm, MSG_ALGORITHM_IMMUTABLE);
+        p.check(self.raw_data == old.raw_data, MSG_RAW_DATA_IMMUTABLE);
         let pod_fields_kept = self.image == old.image
             && self.image_pull_policy == old.image_pull_policy
             && self.job_secret_name == old.job_secret_name
@@ -308,6 +333,32 @@ mod tests {
         let mut s = spec();
         s.workers.replicas = MAX_WORKERS + 1;
         assert!(s.validate().unwrap_err().to_string().contains("workers.replicas must be <= 1000"));
+    }
+
+    #[test]
+    fn raw_data_is_an_s3_object_apart_from_grid_and_model_and_is_fixed() {
+        let raw = |uri: &str| {
+            serde_json::from_value::<crate::RawData>(serde_json::json!({"uri": uri, "format": "libsvm"})).unwrap()
+        };
+        let mut s = spec();
+        s.raw_data = Some(raw("s3://raw/a9a.libsvm"));
+        s.validate().unwrap();
+        for (uri, problem) in [
+            ("s3://raw", MSG_RAW_DATA_URI_SCHEME),
+            ("s3://raw/", MSG_RAW_DATA_URI_SCHEME),
+            ("file:///a9a.libsvm", MSG_RAW_DATA_URI_SCHEME),
+            ("s3://bucket/grid", MSG_RAW_DATA_SAME_URI),
+            ("s3://models/a", MSG_RAW_DATA_SAME_URI),
+        ] {
+            let mut bad = spec();
+            bad.raw_data = Some(raw(uri));
+            assert_eq!(bad.validate().unwrap_err().problems, [problem], "{uri}");
+        }
+        let old = s.clone();
+        let mut changed = s.clone();
+        changed.raw_data = Some(raw("s3://raw/other.libsvm"));
+        assert_eq!(changed.validate_update(&old).unwrap_err().problems, [MSG_RAW_DATA_IMMUTABLE]);
+        assert_eq!(spec().validate_update(&old).unwrap_err().problems, [MSG_RAW_DATA_IMMUTABLE], "removed");
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct BuildOptions {
 pub enum Role {
     Master,
     Worker,
+    /// The pod that turns `spec.rawData` into the grid ([`crate::prepare`]).
+    Prepare,
 }
 
 impl Role {
@@ -54,6 +56,7 @@ impl Role {
         match self {
             Role::Master => "master",
             Role::Worker => "worker",
+            Role::Prepare => "prepare",
         }
     }
 }
@@ -104,6 +107,8 @@ pub struct Children {
     pub master: Pod,
     /// Worker `i` at index `i`, for `workers.replicas` (clamped) workers.
     pub workers: Vec<Pod>,
+    /// The prepare pod, when the spec names raw data.
+    pub prepare: Option<Pod>,
 }
 
 /// Builds every object of `job`.
@@ -113,6 +118,7 @@ pub fn build(job: &TrainingJob, options: &BuildOptions) -> Children {
         service: master_service(job),
         master: master_pod(job, options),
         workers: (0..job.spec.workers.clamped_replicas()).map(|i| worker_pod(job, i, options)).collect(),
+        prepare: crate::prepare::prepare_pod(job, options),
     }
 }
 
@@ -191,19 +197,22 @@ fn storage_env(job: &TrainingJob) -> Vec<EnvVar> {
     vars
 }
 
-struct PodParts {
-    name: String,
-    role: Role,
-    index: Option<i32>,
-    args: Vec<String>,
-    port: i32,
-    resources: Option<ResourceRequirements>,
-    node_selector: BTreeMap<String, String>,
-    tolerations: Vec<Toleration>,
-    affinity: Option<Affinity>,
+pub(crate) struct PodParts {
+    pub name: String,
+    pub role: Role,
+    pub index: Option<i32>,
+    pub args: Vec<String>,
+    pub port: i32,
+    pub resources: Option<ResourceRequirements>,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub affinity: Option<Affinity>,
 }
 
-fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
+/// The volume holding the job token (master and workers).
+pub(crate) const JOB_SECRET_VOLUME: &str = "job-secret";
+
+pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
     let mut metadata = meta(job, parts.name, Some(parts.role));
     if let Some(index) = parts.index {
         metadata.labels.get_or_insert_default().insert(LABEL_INDEX.into(), index.to_string());
@@ -245,7 +254,7 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
         volume_mounts: Some(vec![
             VolumeMount { name: "tmp".into(), mount_path: "/tmp".into(), ..Default::default() },
             VolumeMount {
-                name: "job-secret".into(),
+                name: JOB_SECRET_VOLUME.into(),
                 mount_path: SECRET_DIR.into(),
                 read_only: Some(true),
                 ..Default::default()
@@ -296,7 +305,7 @@ fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) -> Pod {
                     ..Default::default()
                 },
                 Volume {
-                    name: "job-secret".into(),
+                    name: JOB_SECRET_VOLUME.into(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(secret_name(job)),
                         // Readable by the pod's user only.

@@ -11,6 +11,7 @@ pub mod error;
 pub mod master;
 pub mod metrics;
 pub mod plan;
+pub mod prepare;
 pub mod reconcile;
 
 /// The one field manager of every server-side apply.

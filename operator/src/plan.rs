@@ -367,6 +367,79 @@ impl Planner<'_> {
         }
     }
 
+    /// A job with `spec.rawData` first runs its prepare pod ([`crate::prepare`]); returns
+    /// whether the grid is ready. The pod's end decides: its summary says prepared or kept
+    /// (condition `Prepared`, an event); a failure fails the job with the pod's termination
+    /// message (`linea` retried each storage request already, and bad input stays bad); a
+    /// preempted or evicted pod is replaced.
+    fn prepare(&mut self) -> bool {
+        let Some(raw) = &self.job.spec.raw_data else { return true };
+        if self.plan.status.is_condition_true(condition_type::PREPARED) {
+            return true;
+        }
+        let (uri, grid) = (raw.uri.clone(), self.job.spec.dataset_uri.clone());
+        let name = crate::prepare::pod_name(self.job);
+        self.plan.status.phase = Some(Phase::Preparing);
+        let preparing = format!("preparing the grid at {grid} from {uri}");
+        let Some(pod) = self.find(&name).cloned() else {
+            self.plan.pods.extend(self.children.prepare.take());
+            if self.set(condition_type::PREPARED, false, reason::PREPARING, preparing.clone()) {
+                self.event(false, reason::PREPARING, preparing);
+            }
+            return false;
+        };
+        match phase_of(&pod) {
+            _ if terminating(&pod) => {}
+            "Succeeded" => {
+                let summary = terminated(&pod)
+                    .and_then(|t| t.message.as_deref())
+                    .and_then(|m| serde_json::from_str::<crate::prepare::PrepareSummary>(m.trim()).ok());
+                let (why, message) = match summary {
+                    Some(s) if s.reused => (
+                        reason::GRID_REUSED,
+                        format!(
+                            "kept the grid at {grid}: prepared before from the same {uri} (size, ETag) and options; \
+                             {} rows, {} blocks",
+                            s.rows, s.blocks
+                        ),
+                    ),
+                    Some(s) => (
+                        reason::GRID_PREPARED,
+                        format!(
+                            "prepared the grid at {grid} from {uri}: {} rows, {} non-zeros, {} blocks",
+                            s.rows, s.nnz, s.blocks
+                        ),
+                    ),
+                    None => (reason::GRID_PREPARED, format!("prepared the grid at {grid} from {uri}")),
+                };
+                self.set(condition_type::PREPARED, true, why, message.clone());
+                self.event(false, why, message);
+                return true;
+            }
+            "Failed" if disrupted(&pod) => {
+                self.delete(&pod);
+                let note = "the prepare pod was preempted or evicted; preparing again";
+                if self.set(condition_type::PREPARED, false, reason::PREPARING, note) {
+                    self.event(true, reason::PREPARING, note);
+                }
+            }
+            "Failed" => {
+                let why = format!("preparing the grid at {grid} from {uri} failed: {}", pod_message(&pod));
+                self.set(condition_type::PREPARED, false, reason::PREPARE_FAILED, why.clone());
+                self.finish(false, reason::PREPARE_FAILED, why);
+            }
+            "Running" => {
+                self.set(condition_type::PREPARED, false, reason::PREPARING, format!("{preparing}: running"));
+            }
+            _ => {
+                if let Some((why, message)) = blocked_reason(&pod) {
+                    self.blocked.push((why, format!("{name}: {message}")));
+                }
+            }
+        }
+        false
+    }
+
     fn find(&self, name: &str) -> Option<&'_ Pod> {
         self.pods.iter().copied().find(|p| p.name_any() == name)
     }
@@ -683,8 +756,6 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
     }
     if p.plan.status.start_time.is_none() {
         p.plan.status.start_time = Some(p.now.clone());
-        p.set(condition_type::CREATED, true, reason::RESOURCES_CREATED, "master, service and workers requested");
-        p.event(false, reason::RESOURCES_CREATED, "created the master, its service and the workers");
     }
     if let (Some(deadline), Some(start)) = (job.spec.run_policy.active_deadline_seconds, &p.plan.status.start_time) {
         let ends = start.0 + SignedDuration::from_secs(deadline);
@@ -694,6 +765,18 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
         }
         let left = Duration::from_secs_f64(ends.duration_since(now).as_secs_f64().max(0.0));
         p.plan.requeue = p.plan.requeue.min(left);
+    }
+    // Raw data first becomes the grid; nothing else exists until it is ready.
+    if !p.prepare() {
+        if !p.plan.status.is_finished() {
+            p.blocked();
+            p.requeue_within(Duration::from_secs(10));
+        }
+        return p.plan;
+    }
+    if p.plan.status.condition(condition_type::CREATED).is_none() {
+        p.set(condition_type::CREATED, true, reason::RESOURCES_CREATED, "master, service and workers requested");
+        p.event(false, reason::RESOURCES_CREATED, "created the master, its service and the workers");
     }
     p.plan.secret = p.children.secret.take();
     p.plan.service = Some(p.children.service.clone());
@@ -979,6 +1062,88 @@ mod tests {
         let mut pods = vec![with_phase(desired::master_pod(&j, &options()), "Running")];
         pods.extend((0..workers).map(|i| with_phase(desired::worker_pod(&j, i, &options()), "Running")));
         (j, pods)
+    }
+
+    const RAW: &str = "datasetUri: s3://data/a9a/grid\nmodelUri: s3://models/a9a.model\nworkers: {replicas: 2}\n\
+        rawData: {uri: 's3://raw/a9a.libsvm', format: libsvm}\n";
+
+    fn prepare_pod(j: &TrainingJob) -> Pod {
+        crate::prepare::prepare_pod(j, &options()).unwrap()
+    }
+
+    fn reasons(plan: &Plan) -> Vec<&'static str> {
+        plan.events.iter().map(|e| e.reason).collect()
+    }
+
+    #[test]
+    fn raw_data_is_prepared_first_and_then_the_job_starts_as_usual() {
+        let j = job(RAW);
+        let first = plan(&j, &[], None, &[], now());
+        assert_eq!(first.created(), ["ads-prepare"], "only the prepare pod until the grid is ready");
+        assert!(first.secret.is_none() && first.service.is_none());
+        assert_eq!(first.status.phase, Some(Phase::Preparing));
+        let prepared = first.status.condition(condition_type::PREPARED).unwrap();
+        assert_eq!((prepared.status.as_str(), prepared.reason.as_str()), ("False", reason::PREPARING));
+        assert!(prepared.message.contains("s3://raw/a9a.libsvm") && prepared.message.contains("s3://data/a9a/grid"));
+        assert_eq!(reasons(&first), [reason::PREPARING]);
+
+        let j = next(j, &first);
+        let running = plan(&j, &[with_phase(prepare_pod(&j), "Running")], None, &[], now());
+        assert!(running.pods.is_empty() && running.delete_pods.is_empty() && running.events.is_empty());
+        assert_eq!(running.status.phase, Some(Phase::Preparing));
+
+        let summary = r#"{"reused":false,"rows":32560,"nnz":451592,"shards":2,"blocks":15}"#;
+        let done = terminated_pod(prepare_pod(&j), "Succeeded", 0, "Completed", Some(summary), now());
+        let started = plan(&j, std::slice::from_ref(&done), None, &[], now());
+        let prepared = started.status.condition(condition_type::PREPARED).unwrap();
+        assert_eq!((prepared.status.as_str(), prepared.reason.as_str()), ("True", reason::GRID_PREPARED));
+        assert!(prepared.message.contains("32560 rows"), "{}", prepared.message);
+        assert_eq!(started.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
+        assert!(started.secret.is_some() && started.service.is_some());
+        assert_eq!(reasons(&started), [reason::GRID_PREPARED, reason::RESOURCES_CREATED]);
+        assert_eq!(started.status.phase, Some(Phase::Pending));
+        assert!(started.deleted().is_empty(), "the finished prepare pod stays for its log");
+
+        // Prepared once: a later master failure or the pod's removal never prepares again.
+        let j = next(j, &started);
+        let later = plan(&j, &[], None, &[], now());
+        assert!(!later.created().contains(&"ads-prepare".to_string()), "{:?}", later.created());
+        assert!(!reasons(&later).contains(&reason::GRID_PREPARED));
+    }
+
+    #[test]
+    fn a_grid_prepared_from_the_same_input_is_kept_and_said_so() {
+        let j = next(job(RAW), &plan(&job(RAW), &[], None, &[], now()));
+        let summary = r#"{"reused":true,"rows":32560,"nnz":451592,"shards":2,"blocks":15}"#;
+        let kept = terminated_pod(prepare_pod(&j), "Succeeded", 0, "Completed", Some(summary), now());
+        let p = plan(&j, &[kept], None, &[], now());
+        let prepared = p.status.condition(condition_type::PREPARED).unwrap();
+        assert_eq!((prepared.status.as_str(), prepared.reason.as_str()), ("True", reason::GRID_REUSED));
+        assert_eq!(reasons(&p), [reason::GRID_REUSED, reason::RESOURCES_CREATED]);
+        assert_eq!(p.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
+    }
+
+    #[test]
+    fn a_failed_prepare_fails_the_job_with_its_termination_message_and_a_preempted_one_is_redone() {
+        let spec = format!("{RAW}runPolicy: {{cleanPodPolicy: All}}\n");
+        let j = next(job(&spec), &plan(&job(&spec), &[], None, &[], now()));
+        let message = "error: s3://raw/a9a.libsvm: access denied (InvalidAccessKeyId)";
+        let failed = terminated_pod(prepare_pod(&j), "Failed", 1, "Error", Some(message), now());
+        let p = plan(&j, &[failed], None, &[], now());
+        assert_eq!(p.status.phase, Some(Phase::Failed));
+        let condition = p.status.condition(condition_type::FAILED).unwrap();
+        assert_eq!(condition.reason, reason::PREPARE_FAILED);
+        assert!(condition.message.contains("InvalidAccessKeyId"), "{}", condition.message);
+        assert_eq!(reasons(&p), [reason::PREPARE_FAILED]);
+        assert!(p.events[0].warning);
+        assert!(p.pods.is_empty(), "no master or workers for a job without its grid");
+        assert_eq!(p.deleted(), ["ads-prepare"], "cleanPodPolicy All: no pod is left behind");
+
+        let mut preempted = with_phase(prepare_pod(&j), "Failed");
+        preempted.status.as_mut().unwrap().reason = Some("Evicted".into());
+        let p = plan(&j, &[preempted], None, &[], now());
+        assert_eq!((p.status.phase, p.deleted()), (Some(Phase::Preparing), vec!["ads-prepare".to_string()]));
+        assert!(p.pods.is_empty(), "recreated once the evicted pod is gone");
     }
 
     #[test]

@@ -137,7 +137,8 @@ fn master_url(master: &str) -> String {
 enum Command {
     /// Turn raw data into the block x row-shard grid that training reads.
     Prepare {
-        /// The raw input file.
+        /// The raw input: a file, or an s3://bucket/key object (fetched through the S3
+        /// storage, with its retries and checksums).
         #[arg(long)]
         input: String,
         #[arg(long, value_enum)]
@@ -161,6 +162,10 @@ enum Command {
         /// Examples per row shard; a shard is the unit of parallel work.
         #[arg(long, default_value_t = 16384)]
         rows_per_shard: usize,
+        /// Keep the grid already at --output if it was prepared from this same s3:// input
+        /// (same URI, size and ETag), format, options and rows per shard; else prepare.
+        #[arg(long)]
+        reuse: bool,
     },
     /// Train a model on a prepared grid.
     Train {
@@ -269,10 +274,13 @@ enum Command {
     },
 }
 
-pub fn run(cli: Cli) -> Result<()> {
+/// Runs a command. On success, returns what a Kubernetes pod running it says in its
+/// termination message (JSON), for the commands the operator runs and reads: `prepare`
+/// (the grid's size, and whether it was kept) and `master` (the model's epochs and objective).
+pub fn run(cli: Cli) -> Result<Option<String>> {
     let progress = Progress::new(cli.quiet);
     match cli.command {
-        Command::Prepare { input, format, output, label, positive, ignore, numeric, rows_per_shard } => {
+        Command::Prepare { input, format, output, label, positive, ignore, numeric, rows_per_shard, reuse } => {
             let spec = FeatureSpec {
                 format,
                 label,
@@ -281,12 +289,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 ignore,
             };
             let storage = storage::open(&output)?;
-            let options = prepare::PrepareOptions { input, spec, rows_per_shard };
+            let options = prepare::PrepareOptions { input, spec, rows_per_shard, reuse };
             let summary = prepare::prepare(&options, storage.as_ref(), &progress)?;
             let m = &summary.manifest;
             let impure: Vec<&str> = m.blocks.iter().filter(|b| !b.pure).map(|b| b.name.as_str()).collect();
             println!(
-                "prepared {output}: {} rows, {} non-zeros, {} row shards, {} blocks ({} impure{}{})",
+                "{} {output}: {} rows, {} non-zeros, {} row shards, {} blocks ({} impure{}{})",
+                if summary.reused { "kept" } else { "prepared" },
                 m.rows,
                 m.nnz,
                 m.shards.len(),
@@ -295,6 +304,14 @@ pub fn run(cli: Cli) -> Result<()> {
                 if impure.is_empty() { "" } else { ": " },
                 impure.iter().take(8).copied().collect::<Vec<_>>().join(", ")
             );
+            let message = serde_json::json!({
+                "reused": summary.reused,
+                "rows": m.rows,
+                "nnz": m.nnz,
+                "shards": m.shards.len(),
+                "blocks": m.blocks.len(),
+            });
+            return Ok(Some(message.to_string()));
         }
         Command::Train { args, threads, workers } => {
             let threads = threads.unwrap_or_else(all_cores);
@@ -309,6 +326,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 progress.always(&format!("master listening on {address}"));
             })?;
             report_trained(&options.train, &summary);
+            // The operator's final status: the epoch count and objective in the header of
+            // the model just written (none if it cannot be read back; the run still succeeded).
+            let model = eval::read_model(&options.train.model).ok();
+            return Ok(model.map(|m| {
+                let t = &m.header.training;
+                serde_json::json!({"epochs": t.epochs, "objective": t.objective}).to_string()
+            }));
         }
         Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout, secret_file } => {
             worker::run(worker::WorkerOptions {
@@ -354,7 +378,7 @@ pub fn run(cli: Cli) -> Result<()> {
             progress.always(&format!("wrote {n} scores to {output}"));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {

@@ -18,6 +18,10 @@ pub enum LineaError {
     Storage { object: String, cause: String },
     #[error("{object}: no such object")]
     NotFound { object: String },
+    /// A storage request the store refused for good (access denied, invalid credentials, no
+    /// such bucket, a bad request): trying again, or restarting, cannot help.
+    #[error("{object}: {cause}")]
+    Refused { object: String, cause: String },
     #[error("{0}")]
     Usage(String),
     /// A master or worker that refused or could not be reached, and why.
@@ -41,14 +45,16 @@ impl LineaError {
         LineaError::Data { file: file.into(), message: message.into() }
     }
 
-    /// Process exit code: 2 for bad input or usage, 1 for everything else.
+    /// Process exit code: 2 for bad input, usage or storage that refuses the request (a
+    /// restart cannot help), 1 for everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             LineaError::Input { .. }
             | LineaError::Data { .. }
             | LineaError::Usage(_)
             | LineaError::Engine { .. }
-            | LineaError::NotFound { .. } => 2,
+            | LineaError::NotFound { .. }
+            | LineaError::Refused { .. } => 2,
             LineaError::Io { .. }
             | LineaError::Storage { .. }
             | LineaError::Remote { .. }

@@ -2,6 +2,7 @@
 
 use crate::error::{LineaError, Result};
 use crate::gridload;
+use crate::input::source::RawInput;
 use crate::input::{self, Format, RawExample};
 use crate::model::Model;
 use crate::prepare::BIAS;
@@ -114,13 +115,25 @@ pub fn score_raw(
     model: &Model,
     path: &str,
     format: Option<Format>,
+    f: impl FnMut(f64, u64, f64) -> Result<()>,
+) -> Result<()> {
+    // A local file, or an s3:// object fetched first.
+    let input = RawInput::open(path)?;
+    score_file(model, &input.path, path, format, f).map_err(|e| input.rename(e))
+}
+
+fn score_file(
+    model: &Model,
+    local: &str,
+    path: &str,
+    format: Option<Format>,
     mut f: impl FnMut(f64, u64, f64) -> Result<()>,
 ) -> Result<()> {
     let mut spec = model.header.spec.clone();
     if let Some(format) = format {
         spec.format = format;
     }
-    let mut reader = input::open(path, &spec)?;
+    let mut reader = input::open(local, &spec)?;
     let mut example = RawExample::default();
     // Margins are summed in training's units (see `TargetScale`) with checked additions:
     // a model applied to data far outside its training range fails instead of wrapping.

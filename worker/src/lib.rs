@@ -8,6 +8,7 @@ pub mod error;
 pub mod eval;
 pub mod gridload;
 pub mod input;
+pub mod io_runtime;
 pub mod manifest;
 pub mod model;
 pub mod plot;

@@ -10,18 +10,11 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let model = master_model(std::env::args());
     let cli = linea_worker::cli::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match linea_worker::cli::run(cli) {
-        Ok(()) => {
-            // The master's final state for the operator: the epoch count and objective in the
-            // header of the model it just wrote.
-            if let Some(model) = model
-                && let Ok(model) = linea_worker::eval::read_model(&model)
-            {
-                let t = &model.header.training;
-                let summary = serde_json::json!({"epochs": t.epochs, "objective": t.objective});
-                write_termination_message(&summary.to_string());
+        Ok(summary) => {
+            if let Some(summary) = summary {
+                write_termination_message(&summary);
             }
         }
         Err(e) => {
@@ -30,20 +23,6 @@ fn main() {
             std::process::exit(e.exit_code());
         }
     }
-}
-
-/// The `--model` of a `linea master` command line, if this is one.
-fn master_model(args: impl Iterator<Item = String>) -> Option<String> {
-    let args: Vec<String> = args.skip(1).collect();
-    let command = args.iter().find(|a| !a.starts_with('-'))?;
-    if command != "master" {
-        return None;
-    }
-    args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--model") {
-        Some("") => args.get(i + 1).cloned(),
-        Some(rest) => rest.strip_prefix('=').map(str::to_string),
-        None => None,
-    })
 }
 
 /// Writes `message` (at most the 4 KiB Kubernetes keeps) where the kubelet reads it, when

@@ -3,6 +3,7 @@
 
 use crate::error::{LineaError, Result};
 use crate::input::FeatureSpec;
+use crate::input::source::InputFingerprint;
 use crate::storage::Storage;
 use linea_engine::codec;
 use linea_engine::fixed::TargetScale;
@@ -18,6 +19,10 @@ pub struct Manifest {
     pub spec: FeatureSpec,
     /// Input file name (without its folder, so equal inputs give equal manifests).
     pub source: String,
+    /// The object the grid was prepared from (an `s3://` input), so `linea prepare --reuse`
+    /// can tell the same input again; absent for a local file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputFingerprint>,
     pub rows: u64,
     pub nnz: u64,
     pub rows_per_shard: usize,

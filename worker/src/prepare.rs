@@ -8,6 +8,7 @@
 //! interrupted run never leaves a grid that looks complete.
 
 use crate::error::{LineaError, Result};
+use crate::input::source::{InputFingerprint, RawInput, RemoteObject};
 use crate::input::{self, FeatureSpec, Format, RawExample};
 use crate::manifest::{BlockEntry, DataRanges, FileRef, GRID_FORMAT, MANIFEST, Manifest, ShardEntry};
 use crate::progress::Progress;
@@ -20,9 +21,13 @@ use std::collections::HashMap;
 pub const BIAS: &str = "(bias)";
 
 pub struct PrepareOptions {
+    /// A local file or an `s3://bucket/key` object.
     pub input: String,
     pub spec: FeatureSpec,
     pub rows_per_shard: usize,
+    /// Keep the grid already at the output when it was prepared from this very input (see
+    /// [`current_grid`]) instead of preparing it again.
+    pub reuse: bool,
 }
 
 /// A variable as seen so far.
@@ -65,14 +70,62 @@ impl Variable {
 
 pub struct PrepareSummary {
     pub manifest: Manifest,
+    /// The grid was already there, prepared from the same input: nothing was written.
+    pub reused: bool,
 }
 
 pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progress) -> Result<PrepareSummary> {
     if options.rows_per_shard == 0 || options.rows_per_shard > u32::MAX as usize {
         return Err(LineaError::Usage("--rows-per-shard must be between 1 and 2^32-1".into()));
     }
+    let remote = if options.input.starts_with("s3://") { Some(RemoteObject::look_up(&options.input)?) } else { None };
+    let fingerprint = remote.as_ref().and_then(|r| r.fingerprint(&options.input));
+    if options.reuse
+        && let Some(manifest) = current_grid(storage, options, fingerprint.as_ref())?
+    {
+        return Ok(PrepareSummary { manifest, reused: true });
+    }
+    let input = match remote {
+        Some(object) => RawInput::fetch(&options.input, object)?,
+        None => RawInput::open(&options.input)?,
+    };
+    let manifest = write_grid(options, &input, storage, progress).map_err(|e| input.rename(e))?;
+    Ok(PrepareSummary { manifest, reused: false })
+}
+
+/// The grid at `storage`, if it is complete (its manifest is written last) and was prepared
+/// from the object `fingerprint` names (same URI, size and ETag) with the same format,
+/// options and rows per shard. Without a fingerprint (a local file, a store that sends no
+/// ETag) nothing can be known unchanged, and the answer is no.
+pub fn current_grid(
+    storage: &dyn Storage,
+    options: &PrepareOptions,
+    fingerprint: Option<&InputFingerprint>,
+) -> Result<Option<Manifest>> {
+    let Some(fingerprint) = fingerprint else { return Ok(None) };
+    if !storage.exists(MANIFEST)? {
+        return Ok(None);
+    }
+    let manifest = match Manifest::read(storage) {
+        Ok(manifest) => manifest,
+        // Unreadable or of another format: prepared anew.
+        Err(LineaError::Data { .. } | LineaError::Engine { .. }) => return Ok(None),
+        Err(other) => return Err(other),
+    };
+    let same = manifest.input.as_ref() == Some(fingerprint)
+        && manifest.spec == options.spec
+        && manifest.rows_per_shard == options.rows_per_shard;
+    Ok(same.then_some(manifest))
+}
+
+fn write_grid(
+    options: &PrepareOptions,
+    input: &RawInput,
+    storage: &dyn Storage,
+    progress: &Progress,
+) -> Result<Manifest> {
     storage.remove(MANIFEST)?;
-    let mut reader = input::open(&options.input, &options.spec)?;
+    let mut reader = input::open(&input.path, &options.spec)?;
     let mut variables: Vec<Variable> = Vec::new();
     let mut shards: Vec<ShardEntry> = Vec::new();
     let mut labels = ShardLabels::default();
@@ -154,10 +207,8 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
     let manifest = Manifest {
         format: GRID_FORMAT.to_string(),
         spec: options.spec.clone(),
-        source: std::path::Path::new(&options.input)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        source: input.file_name(),
+        input: input.fingerprint.clone(),
         rows,
         nnz: blocks.iter().map(|b| b.nnz).sum(),
         rows_per_shard: options.rows_per_shard,
@@ -166,7 +217,7 @@ pub fn prepare(options: &PrepareOptions, storage: &dyn Storage, progress: &Progr
         ranges: Some(ranges),
     };
     manifest.write(storage)?;
-    Ok(PrepareSummary { manifest })
+    Ok(manifest)
 }
 
 fn finish_shard(

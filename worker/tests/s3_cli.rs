@@ -44,6 +44,10 @@ fn linea(args: &[&str], endpoint: Option<&str>, extra: &[(&str, &str)]) -> Outpu
     let out = command.output().expect("linea runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(!text.contains(SECRET_KEY), "the secret key leaked into the output of linea {args:?}:\n{text}");
+    // Nothing panics, not even at shutdown after the work is done (a worker process's
+    // stderr is the train command's): with s3:// data, workers used to panic as their
+    // runtime dropped the grid's storage inside a task.
+    assert!(!text.contains("panicked"), "linea {args:?} panicked:\n{text}");
     out
 }
 
@@ -331,4 +335,84 @@ fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_b
         assert!(worker.wait_with_output().unwrap().status.success());
     }
     assert!(std::fs::read(server.object_path("resume/a9a.model")).unwrap() == std::fs::read(&local_model).unwrap());
+}
+
+#[test]
+fn prepare_reads_raw_input_from_s3_keeps_a_current_grid_and_names_the_object_when_it_fails() {
+    let reference = reference();
+    let server = S3Server::start();
+    let endpoint = server.endpoint();
+    // The raw file as an object (s3s-fs keeps each object as a file under its root).
+    let object = server.object_path("raw/a9a.train.libsvm");
+    std::fs::create_dir_all(object.parent().unwrap()).unwrap();
+    std::fs::copy(data("a9a/a9a.train.libsvm"), &object).unwrap();
+    let raw = format!("s3://{BUCKET}/raw/a9a.train.libsvm");
+    let grid = format!("s3://{BUCKET}/fromraw/grid");
+    let summary_file = tempfile::NamedTempFile::new().unwrap();
+    let summary_path = summary_file.path().to_str().unwrap();
+    let prepare = |input: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let args = [
+            &["prepare", "--input", input, "--format", "libsvm", "--output", &grid, "--rows-per-shard", ROWS_PER_SHARD]
+                [..],
+            extra,
+        ]
+        .concat();
+        linea(&args, Some(&endpoint), &[&[("LINEA_TERMINATION_LOG", summary_path)][..], env].concat())
+    };
+    let manifest = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(server.object_path("fromraw/grid/manifest.json")).unwrap()).unwrap()
+    };
+    let summary =
+        || -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(summary_path).unwrap()).unwrap() };
+
+    let first = prepare(&raw, &["--reuse"], &[]);
+    assert!(first.status.success() && stdout(&first).starts_with("prepared "), "{first:?}");
+    assert_eq!(summary()["reused"], false);
+    // The same grid as from the local file, plus what identifies the object.
+    let mut written = manifest();
+    let input = written.as_object_mut().unwrap().remove("input").expect("an s3:// input is fingerprinted");
+    let local: serde_json::Value = serde_json::from_slice(&reference.manifest).unwrap();
+    assert!(written == local, "the grid differs from the one prepared from the local file");
+    assert_eq!(input["uri"], raw.as_str());
+    assert_eq!(input["bytes"], std::fs::metadata(&object).unwrap().len());
+    assert!(input["etag"].as_str().is_some_and(|e| !e.is_empty()), "{input}");
+
+    // The same object and options again: the grid is kept, nothing is rewritten.
+    let cell = server.object_path("fromraw/grid/cells/b00001/r000000");
+    let written_at = std::fs::metadata(&cell).unwrap().modified().unwrap();
+    let second = prepare(&raw, &["--reuse"], &[]);
+    assert!(second.status.success() && stdout(&second).starts_with("kept "), "{second:?}");
+    assert_eq!((summary()["reused"].as_bool(), &summary()["rows"]), (Some(true), &local["rows"]));
+    assert_eq!(std::fs::metadata(&cell).unwrap().modified().unwrap(), written_at);
+    // Other options, or a changed object: prepared again, and the fingerprint follows.
+    let other_shards = prepare(&raw, &["--reuse", "--numeric", "buckets"], &[]);
+    assert!(stdout(&other_shards).starts_with("prepared "), "{other_shards:?}");
+    std::fs::copy(data("a9a/a9a.test.libsvm"), &object).unwrap();
+    let changed = prepare(&raw, &["--reuse"], &[]);
+    assert!(stdout(&changed).starts_with("prepared "), "{changed:?}");
+    assert_eq!(manifest()["input"]["bytes"], std::fs::metadata(&object).unwrap().len());
+    let test_rows =
+        std::fs::read_to_string(data("a9a/a9a.test.libsvm")).unwrap().lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(manifest()["rows"], test_rows);
+
+    // Failures name the object, as the user wrote it, and exit 2: a restart cannot help.
+    let failure = |out: &Output| -> String {
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let message = std::fs::read_to_string(summary_path).unwrap();
+        assert!(message.starts_with("error: "), "the termination message says why: {message}");
+        message
+    };
+    std::fs::write(&object, "1 3:1 11:1\n0 5:x\n").unwrap();
+    let bad_line = failure(&prepare(&raw, &[], &[]));
+    assert!(bad_line.contains(&format!("{raw}:2: ")), "{bad_line}");
+    let missing = failure(&prepare(&format!("s3://{BUCKET}/raw/nothing.libsvm"), &[], &[]));
+    assert!(missing.contains("raw/nothing.libsvm: no such object"), "{missing}");
+    let denied = failure(&prepare(&raw, &[], &[("AWS_SECRET_ACCESS_KEY", "not-the-secret-key-0123456789")]));
+    assert!(
+        ["SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "access denied"]
+            .iter()
+            .any(|code| denied.contains(code)),
+        "{denied}"
+    );
+    assert!(denied.contains(&raw), "{denied}");
 }

@@ -9,6 +9,7 @@
 mod delimited;
 mod libsvm;
 mod parquet;
+pub mod source;
 mod vw;
 
 use crate::error::{LineaError, Result};

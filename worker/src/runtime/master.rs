@@ -13,6 +13,7 @@ use super::scheduler::{Collect, PhaseResult, Scheduler};
 use crate::driver::{self, TrainSummary, WithAlgorithm};
 use crate::error::{LineaError, Result};
 use crate::gridload::Layout;
+use crate::io_runtime::IoRuntime;
 use crate::progress::Progress;
 use crate::storage;
 use crate::train::TrainOptions;
@@ -112,7 +113,8 @@ pub struct Server<K: Kernel> {
     hub: Arc<Hub>,
     kernel: K,
     bases: Arc<Mirrored<K>>,
-    runtime: tokio::runtime::Runtime,
+    /// Dropped without blocking, should the server be dropped without [`Server::shutdown`].
+    runtime: IoRuntime,
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
 }
@@ -152,12 +154,7 @@ impl<K: Kernel> Server<K> {
             max_epochs: job.max_epochs,
             model: job.model,
         });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("linea-master-io")
-            .enable_all()
-            .build()
-            .map_err(LineaError::io("tokio runtime"))?;
+        let runtime = IoRuntime::new(2, "linea-master-io").map_err(LineaError::io("tokio runtime"))?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
         let address = listener.local_addr().map_err(LineaError::io(listen))?;
         tracing::info!(%address, "master listening");

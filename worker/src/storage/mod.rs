@@ -16,7 +16,7 @@ mod s3;
 pub use aws_sdk_s3::config::Credentials;
 pub use local::{LocalStorage, write_atomically};
 pub use retry::RetryPolicy;
-pub use s3::{S3Options, S3Stats, S3Storage};
+pub use s3::{ObjectInfo, S3Options, S3Stats, S3Storage};
 
 use crate::error::{LineaError, Result};
 

@@ -10,15 +10,18 @@
 //! The rest of linea is synchronous (rayon), so this backend owns a small tokio runtime
 //! and blocks on it; rayon threads calling `read` at once share its connections.
 
+mod download;
 mod multipart;
 mod options;
 mod wire;
 
+pub use download::ObjectInfo;
 pub use options::{S3Options, S3Stats};
 
 use super::Storage;
 use super::retry::{Counters, Failure, hedged, with_retries};
 use crate::error::{LineaError, Result};
+use crate::io_runtime::IoRuntime;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
@@ -30,7 +33,9 @@ use std::sync::atomic::Ordering;
 use wire::{chain, classify, decode_crc, encode_crc};
 
 pub struct S3Storage {
-    runtime: tokio::runtime::Runtime,
+    /// Dropped without blocking: a storage may be dropped by an async task (a worker's
+    /// grid is shared with its runtime's tasks).
+    runtime: IoRuntime,
     client: Client,
     bucket: String,
     prefix: String,
@@ -46,15 +51,10 @@ impl S3Storage {
         if bucket.is_empty() {
             return Err(LineaError::Usage(format!("{location}: no bucket (expected s3://bucket/prefix)")));
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("linea-s3")
-            .enable_all()
-            .build()
-            .map_err(|e| LineaError::Storage {
-                object: location.to_string(),
-                cause: format!("starting I/O runtime: {e}"),
-            })?;
+        let runtime = IoRuntime::new(2, "linea-s3").map_err(|e| LineaError::Storage {
+            object: location.to_string(),
+            cause: format!("starting I/O runtime: {e}"),
+        })?;
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(endpoint) = &options.endpoint {
             loader = loader.endpoint_url(endpoint);
@@ -115,9 +115,8 @@ impl S3Storage {
                 LineaError::Engine { object, source: linea_engine::EngineError::Checksum { expected, actual } }
             }
             Failure::Corrupt(cause) => LineaError::data(object, format!("{cause}{tries}")),
-            Failure::Transient(cause) | Failure::Permanent(cause) => {
-                LineaError::Storage { object, cause: format!("{cause}{tries}") }
-            }
+            Failure::Permanent(cause) => LineaError::Refused { object, cause: format!("{cause}{tries}") },
+            Failure::Transient(cause) => LineaError::Storage { object, cause: format!("{cause}{tries}") },
         }
     }
 

@@ -40,7 +40,10 @@ where
                 "InternalError",
                 "ServiceUnavailable",
             ];
-            if code == "NoSuchBucket" {
+            if status == 403 && code.is_empty() {
+                // A HEAD's answer has no body, so no error code: say what 403 means.
+                Failure::Permanent(format!("access denied (HTTP 403: wrong credentials, or no permission): {cause}"))
+            } else if code == "NoSuchBucket" {
                 Failure::Permanent(format!("no such bucket: {cause}"))
             } else if status == 404 || code == "NoSuchKey" || code == "NotFound" {
                 Failure::NotFound
