@@ -335,6 +335,8 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             }));
         }
         Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout, secret_file } => {
+            // What `kubectl logs` of a worker pod shows: whom it serves, and how it ended.
+            progress.always(&format!("worker of master {master}, listening on {listen}"));
             worker::run(worker::WorkerOptions {
                 master: master_url(&master),
                 listen,
@@ -345,6 +347,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 drain_timeout: Duration::from_secs(drain_timeout),
                 secret: JobSecret::load(secret_file.as_deref())?,
             })?;
+            progress.always("worker done: released by the master");
         }
         Command::Status { master, secret_file } => {
             let status = client::status(&master_url(&master), &JobSecret::load(secret_file.as_deref())?)?;

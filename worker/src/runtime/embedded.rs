@@ -27,7 +27,14 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
     let outcome = master::run(&master_options, progress, |address, abort| {
         for _ in 0..options.workers {
             let child = Command::new(&exe)
-                .args(["worker", "--master", &format!("http://{address}"), "--threads", &threads.to_string()])
+                .args([
+                    "worker",
+                    "--quiet",
+                    "--master",
+                    &format!("http://{address}"),
+                    "--threads",
+                    &threads.to_string(),
+                ])
                 .args(["--reconnect-for", "10"])
                 .env(SECRET_ENV, secret.expose())
                 .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
