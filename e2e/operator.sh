@@ -20,6 +20,8 @@
 # unschedulable master shows in the conditions at once; `image` is immutable; a one-epoch run
 # of a real master ends with epoch 1 from its termination message; a real master's exit 2
 # fails the job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
+# Last, a cocoa job: its pods' arguments, run to Succeeded by real master and worker processes,
+# its duality gap polled, then final in status.progress and the GAP column of `kubectl get tj`.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -379,3 +381,102 @@ operator_stopped() { ! kill -0 "$OPERATOR_PID" 2>/dev/null; }
 check "SIGTERM stops the operator within 10 s while it is creating pods" until_ok 10 operator_stopped
 echo "       note: stopped after $((SECONDS - stop_started)) s with $(wide_pods) of 1001 pods created"
 check "... having created only part of the job (it stopped, not finished)" test "$(wide_pods)" -lt 1001
+
+# ---- A CoCoA job run to the end by real `linea master` / `linea worker` processes (issue
+# 13): the operator builds its pods, the processes run with exactly the pods' arguments
+# (only addresses, paths and the secret file made local), the gap the master polls and the
+# one it stopped at reach the status and `kubectl get tj`.
+# The operator was stopped above; a 1000-worker job would keep a new one busy, so it goes
+# first (no garbage collector runs here, so its finalizer is lifted by hand).
+k -n ml patch tj wide --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+k -n ml delete tj wide --wait=false >/dev/null
+KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
+  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
+  --metrics-address "127.0.0.1:$metrics_port" >>"$STATE/operator.log" 2>&1 &
+OPERATOR_PID=$!
+COCOA_GAP=1e-4
+job_yaml svm "algorithm: {cocoa: {loss: logistic, l2: 1, localPasses: 1, gapTolerance: $COCOA_GAP, maxEpochs: 5000, seed: 3}}" \
+  'workers: {replicas: 2}' | k apply -f - >/dev/null
+svm_objects() { [ "$(k -n ml get pods,services -l linea.io/job-name=svm -o name | sort | tr '\n' ' ')" = "pod/svm-master pod/svm-worker-0 pod/svm-worker-1 service/svm-master " ]; }
+check "a cocoa TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 svm_objects
+# local_args <pod> <flag>=<value>...: the pod's container args, one per line, with each
+# named flag's value replaced; fails if the pod has no such flag.
+local_args() {
+  python3 -c 'import json, sys
+args = json.loads(sys.argv[1])
+for flag, value in (a.split("=", 1) for a in sys.argv[2:]):
+    i = args.index(flag)
+    args[i + 1] = value
+print("\n".join(args))' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}"
+}
+# has_args <pod> <args...>: the pod's args contain this exact run of arguments.
+has_args() {
+  python3 -c 'import json, sys
+args, want = json.loads(sys.argv[1]), sys.argv[2:]
+sys.exit(0 if any(args[i:i + len(want)] == want for i in range(len(args))) else 1)' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}" ||
+    { echo "args of $1: $(jp "pod/$1" '{.spec.containers[0].args}')"; false; }
+}
+svm_master_args() {
+  has_args svm-master master --data s3://data/ads/grid --model s3://models/svm.model &&
+    has_args svm-master --algorithm cocoa --loss logistic --l2 1 --local-passes 1 --gap-tolerance 0.0001 \
+      --epochs 5000 --seed 3 --slots 2
+}
+check "the master pod runs linea master --algorithm cocoa with the job's loss, l2, gap tolerance and one slot per worker" svm_master_args
+svm_worker_args() { for w in 0 1; do has_args "svm-worker-$w" worker --master svm-master.ml.svc:7070 || return 1; done; }
+check "the worker pods run linea worker against the master's Service" svm_worker_args
+
+uid="$(jp tj/svm '{.metadata.uid}')"
+python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' \
+  e2e-operator-key-0123456789 "$uid" >"$STATE/svm.token"
+# The earlier master on 7070 was stopped; wait until its listener is gone (SO_REUSEADDR as
+# tokio binds, so connections in TIME_WAIT do not count).
+port_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7070))'; }
+until_ok 30 port_free
+args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.model" \
+  --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm.token")"
+mapfile -t master_args <<<"$args_text"
+LINEA_TERMINATION_LOG="$STATE/svm.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
+MASTER_PID=$!
+args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+mapfile -t worker_args <<<"$args_text"
+"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
+WORKER_PID=$!
+svm_epoch_2() { "$LINEA_BIN" status --master 127.0.0.1:7070 --secret-file "$STATE/svm.token" | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
+until_ok 60 svm_epoch_2
+k -n ml patch pod svm-master --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
+check "the gap the running cocoa master reports is polled into status.progress.dualityGap" until_ok 30 gap_polled
+# The second worker joins mid-run: the two slots are now served by two processes.
+args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+mapfile -t worker_args <<<"$args_text"
+"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
+OTHER_WORKER_PID=$!
+master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
+check "the cocoa master runs to the end" until_ok 300 master_done
+master_rc=0
+wait "$MASTER_PID" || master_rc=$?
+check "... exits 0 and its termination message has a gap at most $COCOA_GAP" python3 -c '
+import json, sys
+summary = json.load(open(sys.argv[2]))
+sys.exit(0 if sys.argv[1] == "0" and 0 <= summary["dualityGap"] <= float(sys.argv[3]) else f"rc {sys.argv[1]}, {summary}")' \
+  "$master_rc" "$STATE/svm.termination" "$COCOA_GAP"
+set_terminated svm-master Succeeded 0 Completed "$(cat "$STATE/svm.termination")"
+svm_succeeded() {
+  equals tj/svm '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}' Succeeded/Converged &&
+    python3 -c 'import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= float(sys.argv[2]) else 1)' \
+      "$(jp tj/svm '{.status.progress.dualityGap}')" "$COCOA_GAP" || { echo "status: $(jp tj/svm '{.status}')"; false; }
+}
+check "the job is Succeeded (Converged) with status.progress.dualityGap at most $COCOA_GAP" until_ok 30 svm_succeeded
+# kubectl get tj, without -o wide: the GAP column holds the status' gap.
+k -n ml get tj svm >"$STATE/svm.get"
+sed 's/^/       /' "$STATE/svm.get"
+check "kubectl get tj shows the gap in its GAP column" python3 -c '
+import sys
+header, row = open(sys.argv[1]).read().splitlines()[:2]
+names, values = header.split(), row.split()
+shown, status = float(values[names.index("GAP")]), float(sys.argv[2])
+sys.exit(0 if names[:3] == ["NAME", "PHASE", "ALGORITHM"] and values[:3] == ["svm", "Succeeded", "cocoa"] and abs(shown - status) <= 1e-6 * status else f"{values} vs {status}")' \
+  "$STATE/svm.get" "$(jp tj/svm '{.status.progress.dualityGap}')"
+workers_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null && ! kill -0 "$OTHER_WORKER_PID" 2>/dev/null; }
+check "both workers are released and exit" until_ok 30 workers_exited

@@ -76,8 +76,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         name = "Gap",
         type_ = "number",
         json_path = ".status.progress.dualityGap",
-        description = "Duality gap (cocoa)",
-        priority = 1
+        description = "Duality gap relative to the primal objective (cocoa; empty for scd, which has no dual)"
     ),
     printcolumn(
         name = "Examples/s",

@@ -56,11 +56,14 @@ pub struct MasterProgress {
 }
 
 /// What `linea master` writes to its termination message after writing the model: the
-/// model header's epoch count and objective.
+/// model header's epoch count, objective and (CoCoA) relative duality gap.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct MasterSummary {
     pub epochs: i64,
     pub objective: Option<f64>,
+    #[serde(default)]
+    pub duality_gap: Option<f64>,
 }
 
 /// What exists, as read by `reconcile`.
@@ -455,6 +458,7 @@ impl Planner<'_> {
                 let progress = self.plan.status.progress.get_or_insert_with(Progress::default);
                 progress.epoch = s.epochs;
                 progress.objective = s.objective.or(progress.objective);
+                progress.duality_gap = s.duality_gap.or(progress.duality_gap);
                 let limit = self.job.spec.algorithm.max_epochs();
                 let why = if s.epochs >= limit { reason::MAX_EPOCHS_REACHED } else { reason::CONVERGED };
                 let objective = s.objective.map(|o| format!(", objective {o}")).unwrap_or_default();
@@ -1121,6 +1125,26 @@ mod tests {
         let done = plan(&j, &pods, None, &[], now());
         let message = &done.status.condition(condition_type::SUCCEEDED).unwrap().message;
         assert!(message.contains("no final epoch count (last polled epoch 2)"), "{message}");
+    }
+
+    #[test]
+    fn a_cocoa_masters_final_gap_comes_from_its_termination_message() {
+        // Polled mid-run at a large gap; the master's summary has the gap it stopped at.
+        let spec = "datasetUri: s3://data/grid\nmodelUri: s3://models/m\nalgorithm: {cocoa: {gapTolerance: 1e-4}}\n";
+        let (j, mut pods) = running_job(spec, 1);
+        let polled = MasterProgress { epoch: 3, duality_gap: Some(0.5), ..Default::default() };
+        let j = next(j.clone(), &plan(&j, &pods, Some(&polled), &[], now()));
+        let summary = r#"{"epochs":9,"objective":2.5,"dualityGap":8e-5}"#;
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", Some(summary), now());
+        let done = plan(&j, &pods, None, &[], now());
+        let progress = done.status.progress.as_ref().unwrap();
+        assert_eq!((progress.epoch, progress.duality_gap), (9, Some(8e-5)));
+        assert_eq!(done.status.condition(condition_type::SUCCEEDED).unwrap().reason, reason::CONVERGED);
+
+        // A summary without a gap (an older image) keeps the last polled one.
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", Some(r#"{"epochs":9}"#), now());
+        let done = plan(&j, &pods, None, &[], now());
+        assert_eq!(done.status.progress.as_ref().unwrap().duality_gap, Some(0.5));
     }
 
     #[test]

@@ -212,6 +212,7 @@ pub fn finish<A: Algorithm>(
             tolerance: options.tolerance,
             seed: options.seed,
             target_scale: scale,
+            duality_gap: report.gap.map(|g| g.relative),
         },
     };
     let model_bytes = render_model(&header, layout, &weights);

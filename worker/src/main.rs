@@ -14,13 +14,16 @@ fn main() {
     let cli = linea_worker::cli::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match linea_worker::cli::run(cli) {
         Ok(()) => {
-            // The master's final state for the operator: the epoch count and objective in the
-            // header of the model it just wrote.
+            // The master's final state for the operator: the epoch count, objective and
+            // (CoCoA) relative duality gap in the header of the model it just wrote.
             if let Some(model) = model
                 && let Ok(model) = linea_worker::eval::read_model(&model)
             {
                 let t = &model.header.training;
-                let summary = serde_json::json!({"epochs": t.epochs, "objective": t.objective});
+                let mut summary = serde_json::json!({"epochs": t.epochs, "objective": t.objective});
+                if let Some(gap) = t.duality_gap {
+                    summary["dualityGap"] = gap.into();
+                }
                 write_termination_message(&summary.to_string());
             }
         }

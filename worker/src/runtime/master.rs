@@ -25,9 +25,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// Largest gRPC message: a phase carries whole blocks of parameters.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
-
 pub struct MasterOptions {
     pub train: TrainOptions,
     /// Address to listen on, e.g. `0.0.0.0:7070` (port 0: any free port).
@@ -185,18 +182,13 @@ impl<K: Kernel> Server<K> {
         let address = listener.local_addr().map_err(LineaError::io(listen))?;
         tracing::info!(%address, "master listening");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let service = tonic::service::interceptor::InterceptedService::new(
-            proto::master_server::MasterServer::new(Service { hub: hub.clone() })
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            secret.check(),
-        );
+        let service = linea_proto::server::master(Service { hub: hub.clone() }, secret);
         let task = runtime.spawn(
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(10)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(20)))
                 .add_service(service)
-                .serve_with_incoming_shutdown(super::incoming(listener), async {
+                .serve_with_incoming_shutdown(linea_proto::server::incoming(listener), async {
                     let _ = stopped.await;
                 }),
         );
