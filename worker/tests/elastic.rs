@@ -6,30 +6,9 @@
 
 mod common;
 
-use common::data;
-use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
-use linea_worker::runtime::client;
-use linea_worker::runtime::proto::StatusReply;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const SECRET: &str = "test-secret-elastic-0123456789";
-
-fn linea(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
-    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET);
-    command
-}
-
-fn ok(args: &[&str]) {
-    let out = linea(args).output().unwrap();
-    assert!(out.status.success(), "linea {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().into_owned()
-}
+use common::processes::*;
+use linea_worker::runtime::auth::JobSecret;
+use std::process::Child;
 
 /// One row of the trace CSV: epoch, relative gap, workers wanted.
 struct TracePoint {
@@ -61,8 +40,7 @@ fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
     let sets = [("higgs-sample/higgs.train.tsv", "csv", 7000), ("rcv1-small/rcv1_small.vw", "vw", 1000)];
     for (input, format, rows) in sets {
         let dir = tempfile::tempdir().unwrap();
-        let grid = path(dir.path(), "grid");
-        ok(&["prepare", "--input", &data(input), "--format", format, "--output", &grid, "--rows-per-shard", "500"]);
+        let grid = prepare_grid(dir.path(), input, format, "500");
         let l2 = chicle_l2(rows);
         let train = |name: &str, extra: &[&str]| {
             let (model, trace) = (path(dir.path(), name), path(dir.path(), &format!("{name}.csv")));
@@ -97,31 +75,6 @@ fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn status(url: &str) -> Option<StatusReply> {
-    client::status(url, &JobSecret::new(SECRET).unwrap()).ok()
-}
-
-/// Polls the master's status until `done` holds.
-fn wait_for(url: &str, what: &str, done: impl Fn(&StatusReply) -> bool) -> StatusReply {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        if let Some(status) = status(url).filter(|s| done(s)) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}; last status {:?}", status(url));
-        // A poll interval, not a synchronisation: the condition is checked again.
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn worker(url: &str) -> Child {
-    linea(&["worker", "--master", url, "--threads", "1"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
-}
-
 /// kill -9 of a worker and of the master between scale-ins: the restarted master replays the
 /// recorded decisions from its checkpoint and the run ends with the undisturbed model; the
 /// workers the master no longer needs are released and exit 0 (which ones, exactly, is the
@@ -129,9 +82,7 @@ fn worker(url: &str) -> Child {
 #[test]
 fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = path(dir.path(), "grid");
-    let input = data("a9a/a9a.train.libsvm");
-    ok(&["prepare", "--input", &input, "--format", "libsvm", "--output", &grid, "--rows-per-shard", "2000"]);
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
     // a9a's hinge gap closes slowly at K = 1 (thousands of epochs): time enough to disturb.
     let params = [
         "--algorithm",
@@ -152,25 +103,21 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
 
     let listen = format!("127.0.0.1:{}", free_port());
-    let url = format!("http://{listen}");
+    let cluster =
+        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
     let master_args = [
         &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
         &params[..],
     ]
     .concat();
-    let start_master = |log: &str| {
-        let log = std::fs::File::create(path(dir.path(), log)).unwrap();
-        let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-        master.args(&master_args).env(SECRET_ENV, SECRET);
-        master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
-    };
+    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
     let mut master = start_master("master-1.log");
-    let mut workers: Vec<Child> = (0..6).map(|_| worker(&url)).collect();
+    let mut workers: Vec<Child> = (0..6).map(|_| cluster.worker()).collect();
     // 16 slots on 6 workers: nobody is surplus until the first scale-in (16 -> 4).
-    let s = wait_for(&url, "the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
+    let s = cluster.wait_for("the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
     assert!(s.scaling_reason.contains("16 -> 4"), "the status says why: {:?}", s.scaling_reason);
-    let s = wait_for(&url, "surplus workers released", |s| s.released_workers.len() >= 2);
+    let s = cluster.wait_for("surplus workers released", |s| s.released_workers.len() >= 2);
     let exited_by_themselves = |workers: &mut Vec<Child>| -> usize {
         workers.iter_mut().filter_map(|w| w.try_wait().unwrap()).map(|code| assert!(code.success())).count()
     };
@@ -181,12 +128,12 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     workers[victim].kill().unwrap();
     let mut killed = workers.remove(victim);
     killed.wait().unwrap();
-    wait_for(&url, "progress after the kill", |t| t.epoch > s.epoch + 5);
+    cluster.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5);
     master.kill().unwrap();
     master.wait().unwrap();
-    workers.push(worker(&url));
+    workers.push(cluster.worker());
     let mut master = start_master("master-2.log");
-    let s = wait_for(&url, "the restarted master", |t| t.desired_workers.is_some());
+    let s = cluster.wait_for("the restarted master", |t| t.desired_workers.is_some());
     assert!(s.desired_workers.unwrap() < 16, "the restarted master replayed the scale-in: {s:?}");
     let status = master.wait().unwrap();
     let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
