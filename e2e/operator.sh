@@ -20,14 +20,15 @@
 # (finalizer); TTL deletes a finished job; progress comes from a real `linea master`'s
 # status RPC; a worker on a node with a termination notice is drained through that master
 # and exits 0; /metrics has reconciles and the jobs' progress. Then what a platform team
-# needs: admission refuses huge replica counts, bad names and unimplemented algorithms; a
-# foreign Service or PodDisruptionBudget with a job's name is left untouched and named in the
-# job's condition and an event; a Secret with the old fixed name `<job>-auth` is neither used
-# nor touched (the job's Secret has a generated name); a ResourceQuota smaller than a job
-# blocks it with the server's message until the quota is raised; a crash-looping worker backs off with events and counts; an
-# unschedulable master shows in the conditions at once; `image` is immutable; a one-epoch run
-# of a real master ends with epoch 1 from its termination message; a real master's exit 2
-# fails the job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
+# needs: admission refuses huge replica counts, bad names and unimplemented algorithms;
+# `kubectl explain` shows defaults; a foreign Service or PodDisruptionBudget with a job's
+# name is left untouched and named in the job's condition and an event; a Secret with the
+# old fixed name `<job>-auth` is neither used nor touched (the job's Secret has a generated
+# name); a ResourceQuota smaller than a job blocks it with the server's message until the
+# quota is raised; a crash-looping worker backs off with events and counts; an unschedulable
+# master shows in the conditions at once; `image` is immutable; a one-epoch run of a real
+# master ends with epoch 1 from its termination message; a real master's exit 2 fails the
+# job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -316,6 +317,14 @@ check "a name too long for the job's Service is refused at admission" refused_wi
   "$(job_yaml a-training-job-whose-name-is-far-too-long-for-its-service)"
 check "a name that is not a DNS-1035 label is refused at admission" refused_with "metadata.name must be at most 56 characters" \
   "$(job_yaml rcv1.v2)"
+explains_default() { # explains_default <field> <text>: `kubectl explain` says the default
+  k explain "tj.$1" | tr -s ' \n' ' ' | grep -qF -- "$2" || { k explain "tj.$1"; false; }
+}
+explained_defaults() {
+  explains_default spec.runPolicy.backoffLimit '(default 3)' &&
+    explains_default spec.runPolicy.workerFailureLimit '(default 10)'
+}
+check "kubectl explain shows the defaults (runPolicy.backoffLimit, workerFailureLimit)" explained_defaults
 check "an algorithm this version cannot run is refused with a message" refused_with "not implemented in this linea version" \
   "$(job_yaml hybrid 'algorithm: {hybrid: {}}')"
 
