@@ -80,11 +80,15 @@ pub mod reason {
     /// Blocked: the API server refused to create a pod (ResourceQuota, admission policy);
     /// retried with exponential backoff.
     pub const POD_CREATION_REFUSED: &str = "PodCreationRefused";
+    /// Blocked: the API server refused to create or apply another of the job's objects (its
+    /// Secret, Service or PodDisruptionBudget: ResourceQuota, admission policy); retried with
+    /// exponential backoff.
+    pub const CREATION_REFUSED: &str = "CreationRefused";
     /// Blocked False: every pod of the job could start.
     pub const NOT_BLOCKED: &str = "NotBlocked";
 
     /// Every reason.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         RESOURCES_CREATED,
         MASTER_STARTING,
         TRAINING,
@@ -107,6 +111,7 @@ pub mod reason {
         CONTAINER_WAITING,
         BACKOFF,
         POD_CREATION_REFUSED,
+        CREATION_REFUSED,
         NOT_BLOCKED,
     ];
 }

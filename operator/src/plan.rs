@@ -177,13 +177,17 @@ impl Plan {
         }
     }
 
-    /// The API server refused to create a pod (quota, admission policy): stop creating, say
-    /// why; `reconcile` retries with exponential backoff.
-    pub fn refused(&mut self, job: &TrainingJob, pod: &str, message: &str) {
-        let message = format!("creating pod {pod} was refused: {message}");
+    /// The API server refused to create `what` (`pod NAME`, `secret NAME`, ...: a quota, an
+    /// admission policy): stop creating, say why; `reconcile` retries with exponential backoff.
+    pub fn refused(&mut self, job: &TrainingJob, what: &str, message: &str) {
+        let message = format!("creating {what} was refused: {message}");
+        let why = if what.starts_with("pod ") { reason::POD_CREATION_REFUSED } else { reason::CREATION_REFUSED };
+        self.secret = None;
+        self.service = None;
+        self.budget = None;
         self.pods.clear();
-        if self.set(job, condition_type::BLOCKED, true, reason::POD_CREATION_REFUSED, message.clone()) {
-            self.events.push(Event { warning: true, reason: reason::POD_CREATION_REFUSED, note: message });
+        if self.set(job, condition_type::BLOCKED, true, why, message.clone()) {
+            self.events.push(Event { warning: true, reason: why, note: message });
         }
     }
 
@@ -843,9 +847,7 @@ mod tests {
         let secret = again.secret.expect("a new Secret");
         assert_eq!((secret.metadata.name, secret.metadata.generate_name.as_deref()), (None, Some("ads-auth-")));
         assert!(again.pods.is_empty());
-        assert!(
-            !again.status.condition(condition_type::CREATED).is_some_and(|c| c.reason == reason::RESOURCE_CONFLICT)
-        );
+        assert!(again.status.condition(condition_type::CREATED).is_none_or(|c| c.reason != reason::RESOURCE_CONFLICT));
     }
 
     #[test]
@@ -1400,11 +1402,18 @@ mod tests {
     fn refusals_found_while_applying_go_into_the_status() {
         let j = job(SPEC);
         let mut p = plan(&j, &[], None, &[], now());
-        p.refused(&j, "ads-worker-1", "exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2");
+        p.refused(&j, "pod ads-worker-1", "exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2");
         assert!(p.pods.is_empty());
         let c = p.status.condition(condition_type::BLOCKED).unwrap();
         assert_eq!(c.reason, reason::POD_CREATION_REFUSED);
-        assert!(c.message.contains("exceeded quota"));
+        assert!(c.message.contains("creating pod ads-worker-1 was refused: exceeded quota"), "{}", c.message);
+        let mut q = plan(&j, &[], None, &[], now());
+        q.refused(&j, "secret ads-auth-…", "exceeded quota: secrets");
+        let c = q.status.condition(condition_type::BLOCKED).unwrap();
+        assert_eq!(c.reason, reason::CREATION_REFUSED, "not a pod");
+        assert!(
+            q.events.iter().any(|e| e.reason == reason::CREATION_REFUSED && e.note.contains("exceeded quota: secrets"))
+        );
         p.invalid(&j, "Pod \"ads-master\" is invalid: spec.containers[0].resources.requests[memory]: Invalid value");
         assert_eq!(p.status.phase, Some(Phase::Failed));
         assert_eq!(p.status.condition(condition_type::FAILED).unwrap().reason, reason::INVALID_SPEC);

@@ -227,7 +227,7 @@ fn delete_exactly(uid: Option<String>) -> DeleteParams {
     }
 }
 
-/// Carries the plan out; returns the action and whether the API server refused a pod (the
+/// Carries the plan out; returns the action and whether the API server refused an object (the
 /// caller then backs off).
 async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan) -> Result<(Action, bool)> {
     let Plan {
@@ -284,6 +284,11 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                     outcome.invalid(job, &api_message(&e));
                     break 'create true;
                 }
+                Err(e) if is_status(&e, 403) => {
+                    outcome.refused(job, &format!("secret {}*", desired::secret_prefix(job)), &api_message(&e));
+                    refused = true;
+                    break 'create true;
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -296,6 +301,11 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                     outcome.invalid(job, &api_message(&e));
                     break 'create true;
                 }
+                Err(e) if is_status(&e, 403) => {
+                    outcome.refused(job, &format!("service {}", service.name_any()), &api_message(&e));
+                    refused = true;
+                    break 'create true;
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -306,6 +316,12 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                 Ok(_) => {}
                 Err(e) if is_invalid(&e) => {
                     outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) if is_status(&e, 403) => {
+                    let what = format!("poddisruptionbudget {}", budget.name_any());
+                    outcome.refused(job, &what, &api_message(&e));
+                    refused = true;
                     break 'create true;
                 }
                 Err(e) => return Err(e.into()),
@@ -325,7 +341,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                 }
                 // Quota, admission policies: retried with backoff, said in Blocked.
                 Err(e) if is_status(&e, 403) => {
-                    outcome.refused(job, &pod.name_any(), &api_message(&e));
+                    outcome.refused(job, &format!("pod {}", pod.name_any()), &api_message(&e));
                     refused = true;
                     break 'create true;
                 }

@@ -288,6 +288,35 @@ async fn a_refused_pod_stops_the_batch_and_backs_off_with_the_reason_in_status()
     assert_eq!(sent[10]["type"], "Warning");
 }
 
+/// A quota on Secrets (or an admission policy) refuses the job's Secret: as for a pod, the
+/// operator stops, says why in `Blocked` (not a pod: `CreationRefused`) and backs off.
+#[tokio::test]
+async fn a_refused_secret_stops_the_job_with_the_reason_in_status() {
+    let job = job();
+    let quota = "secrets \"ads-auth-\" is forbidden: exceeded quota: secrets, requested: secrets=1, used: secrets=5, limited: secrets=5";
+    let calls = vec![
+        call("GET", JOB, StatusCode::OK, stored(&job)),
+        call("GET", PODS, StatusCode::OK, no_pods()),
+        call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("GET", BUDGET, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::FORBIDDEN, status(403, "Forbidden", quota)),
+        call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+        call("POST", EVENTS, StatusCode::CREATED, event_created()),
+    ];
+    let (action, sent) = reconcile_with(job, calls).await;
+    assert!(action.contains("2s"), "first retry after 2 s: {action}");
+    let status = &sent[5]["status"];
+    let blocked = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Blocked").unwrap();
+    assert_eq!((blocked["status"].as_str(), blocked["reason"].as_str()), (Some("True"), Some("CreationRefused")));
+    assert!(
+        blocked["message"].as_str().unwrap().contains("creating secret ads-auth-* was refused: secrets"),
+        "{blocked}"
+    );
+    assert!(status.get("authSecretName").is_none());
+    assert_eq!(sent[7]["reason"], "CreationRefused");
+}
+
 /// A Service with the job's name that someone else made: not patched, not adopted; the job
 /// says which object is in the way and creates nothing.
 #[tokio::test]
