@@ -149,7 +149,8 @@ pub struct TrainingJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
     /// Name of a Secret in the job's namespace whose key `token` authenticates workers to the
-    /// master. Unset: the operator creates `<name>-auth` (owned by the job). Immutable.
+    /// master. Unset: the operator creates one named `<name>-auth-<random suffix>` (owned by
+    /// the job; its name is in status.authSecretName). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub job_secret_name: Option<String>,
