@@ -40,6 +40,7 @@ GRANTED=(
   "core pods get list watch create delete patch"
   "core services get list watch create delete patch"
   "core secrets create delete"
+  "policy poddisruptionbudgets get create patch delete"
   "core nodes get list watch"
   "events.k8s.io events create patch"
 )
@@ -50,6 +51,8 @@ DENIED=(
   "get configmaps" "list configmaps"
   "create pods/exec" "create pods/attach" "create pods/portforward" "create pods/eviction"
   "update pods" "deletecollection pods" "deletecollection services"
+  "list poddisruptionbudgets.policy" "update poddisruptionbudgets.policy"
+  "deletecollection poddisruptionbudgets.policy" "patch poddisruptionbudgets.policy/status"
   "delete nodes" "patch nodes" "update nodes"
   "create deployments.apps" "patch deployments.apps"
   "patch trainingjobs.kubeflow.org" "get trainingjobs.kubeflow.org"

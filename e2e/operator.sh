@@ -6,20 +6,31 @@
 # The chart is installed and the operator runs with its ServiceAccount's token, so the
 # chart's least-privilege RBAC is proven sufficient, not only checked with can-i.
 #
-# Checks: a TrainingJob gets exactly its master Pod, Service, auth Secret and worker Pods,
-# all owned by it; conditions and `kubectl get tj` follow the pods; `kubectl scale tj` adds
+# Two controllers of kube-controller-manager run beside the API server, nothing else: the
+# disruption controller (it computes what a PodDisruptionBudget allows, which the Eviction
+# API enforces) and the resource-quota controller (a ResourceQuota admits nothing until it
+# has counted the namespace).
+#
+# Checks: a TrainingJob gets exactly its master Pod, Service, PodDisruptionBudget, auth Secret
+# and worker Pods, all owned by it; the Eviction API refuses to evict the running master
+# (its budget) and evicts a worker, which is replaced without counting; conditions and `kubectl get tj` follow the pods; `kubectl scale tj` adds
 # and removes workers under a Scaling condition; a failed worker is replaced; a failing
 # master is retried up to backoffLimit, then the job is Failed with BackoffLimitExceeded;
 # preemption does not count; events are recorded; deleting a job removes everything
 # (finalizer); TTL deletes a finished job; progress comes from a real `linea master`'s
 # status RPC; a worker on a node with a termination notice is drained through that master
 # and exits 0; /metrics has reconciles and the jobs' progress. Then what a platform team
-# needs: admission refuses huge replica counts, bad names and unimplemented algorithms; a
-# foreign Service or Secret with a job's name is left untouched and named in the job's
-# condition and an event; a crash-looping worker backs off with events and counts; an
-# unschedulable master shows in the conditions at once; `image` is immutable; a one-epoch run
-# of a real master ends with epoch 1 from its termination message; a real master's exit 2
-# fails the job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
+# needs: admission refuses huge replica counts, bad names and unimplemented algorithms;
+# `kubectl explain` shows defaults; a foreign Service or PodDisruptionBudget with a job's
+# name is left untouched and named in the job's condition and an event; a Secret with the
+# old fixed name `<job>-auth` is neither used nor touched (the job's Secret has a generated
+# name); a ResourceQuota smaller than a job blocks it with the server's message until the
+# quota is raised; a crash-looping worker backs off with events and counts; an unschedulable
+# master shows in the conditions at once; `image` is immutable; a one-epoch run of a real
+# master ends with epoch 1 from its termination message; a real master's exit 2 fails the
+# job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
+# Last, a cocoa job: its pods' arguments, run to Succeeded by real master and worker processes,
+# its duality gap polled, then final in status.progress and the GAP column of `kubectl get tj`.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -46,13 +57,26 @@ trap finish EXIT
 . "$HERE/checks.sh"
 
 (cd "$LINEA_ROOT" && nice cargo test --release --locked -q --workspace --no-run)
-"$CP/build.sh" etcd kubernetes >/dev/null
+"$CP/build.sh" etcd kubernetes kube-controller-manager >/dev/null
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/linea-operator.XXXXXX")"
 rmdir "$STATE"
 "$CP/start.sh" "$STATE" >/dev/null
 . "$STATE/env"
 export KUBECACHEDIR="$STATE/kube-cache"
 k() { "$KUBECTL" "$@"; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# The disruption and resource-quota controllers only (as start.sh starts the controller
+# manager, with --controllers): no garbage collector, no node lifecycle, so what this test
+# sees deleted the operator deleted. Its pid file is where stop.sh finds it.
+kcm_port="$(free_port)"
+mkdir -p "$STATE/kcm-pki"
+setsid "$KCM_BIN" --kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" \
+  --authorization-kubeconfig="$KUBECONFIG" --authentication-skip-lookup=true --bind-address=127.0.0.1 \
+  --secure-port="$kcm_port" --cert-dir="$STATE/kcm-pki" --leader-elect=false --profiling=false \
+  --controllers=disruption,resourcequota </dev/null >"$STATE/kube-controller-manager.log" 2>&1 &
+echo $! >"$STATE/kube-controller-manager.pid"
+kcm_healthy() { curl -fsS --max-time 2 -k "https://127.0.0.1:$kcm_port/healthz"; }
 
 export HELM_CACHE_HOME="$STATE/helm/cache" HELM_CONFIG_HOME="$STATE/helm/config" HELM_DATA_HOME="$STATE/helm/data"
 k create namespace linea-system >/dev/null
@@ -71,7 +95,7 @@ KUBECONFIG="$STATE/operator.kubeconfig" k config set-context --current --user=li
 check "the operator's kubeconfig is the chart's ServiceAccount" bash -c \
   "KUBECONFIG='$STATE/operator.kubeconfig' '$KUBECTL' auth whoami -o jsonpath='{.status.userInfo.username}' | grep -qx system:serviceaccount:linea-system:linea-operator"
 
-metrics_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+metrics_port="$(free_port)"
 KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
   "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
   --metrics-address "127.0.0.1:$metrics_port" >"$STATE/operator.log" 2>&1 &
@@ -85,6 +109,7 @@ until_ok() {
     sleep 0.2 # poll interval
   done
 }
+check "kube-controller-manager (disruption and resource-quota controllers) is up" until_ok 60 kcm_healthy
 jp() { k -n ml get "$1" -o "jsonpath=$2" 2>/dev/null; }
 equals() { [ "$(jp "$1" "$2")" = "$3" ]; }
 # set_pod_phase <pod> <phase> [reason]: what a kubelet would report.
@@ -108,11 +133,20 @@ spec:
 EOF
 k apply -f "$STATE/ads.yaml" >/dev/null
 
-objects() { k -n ml get pods,services -l linea.io/job-name=ads -o name | sort | tr '\n' ' '; }
-exactly_the_job_objects() { [ "$(objects)" = "pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master " ] || { objects; false; }; }
-check "a TrainingJob gets exactly its master pod, service and workers" until_ok 60 exactly_the_job_objects
+objects() { k -n ml get pods,services,poddisruptionbudgets -l linea.io/job-name=ads -o name | sort | tr '\n' ' '; }
+exactly_the_job_objects() {
+  [ "$(objects)" = "pod/ads-master pod/ads-worker-0 pod/ads-worker-1 poddisruptionbudget.policy/ads-master service/ads-master " ] || { objects; false; }
+}
+check "a TrainingJob gets exactly its master pod, service, disruption budget and workers" until_ok 60 exactly_the_job_objects
+secret="$(jp tj/ads '{.status.authSecretName}')"
+check "its auth Secret has a generated name, recorded with its UID in the status, and the pods mount it" bash -c "
+  [[ '$secret' =~ ^ads-auth-[a-z0-9]{5}\$ ]] || { echo 'secret: $secret'; exit 1; }
+  [ \"\$('$KUBECTL' -n ml get secret '$secret' -o jsonpath='{.metadata.uid}')\" = \"\$('$KUBECTL' -n ml get tj ads -o jsonpath='{.status.authSecretUid}')\" ] || exit 1
+  for p in ads-master ads-worker-0 ads-worker-1; do
+    [ \"\$('$KUBECTL' -n ml get pod \$p -o jsonpath='{.spec.volumes[?(@.name==\"job-secret\")].secret.secretName}')\" = '$secret' ] || { echo \$p; exit 1; }
+  done"
 check "every object is owned by the job (controller reference)" bash -c "
-  for o in pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master secret/ads-auth; do
+  for o in pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master poddisruptionbudget/ads-master secret/$secret; do
     [ \"\$('$KUBECTL' -n ml get \$o -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')\" = TrainingJob/ads/true ] || { echo \$o; exit 1; }
   done"
 check "pods run non-root with a read-only root filesystem" \
@@ -126,6 +160,40 @@ for w in 0 1; do set_pod_phase "ads-worker-$w" Running; done
 check "a running master makes the job Running" until_ok 30 equals tj/ads '{.status.phase}/{.status.conditions[?(@.type=="Running")].status}' "Running/True"
 check "kubectl get tj shows phase, algorithm and workers" bash -c \
   "'$KUBECTL' -n ml get tj ads --no-headers | grep -Eq '^ads +Running +scd +2 +2 '"
+
+# The master's PodDisruptionBudget, as the disruption controller sees it: of the job's three
+# running pods it covers exactly one, the master, and allows no disruption of it.
+budget_settled() {
+  equals pdb/ads-master '{.spec.minAvailable}/{.spec.selector.matchLabels}' \
+    '1/{"linea.io/job-name":"ads","linea.io/role":"master"}' &&
+    [ "$(jp pdb/ads-master '{.status.observedGeneration}')" = "$(jp pdb/ads-master '{.metadata.generation}')" ] &&
+    equals pdb/ads-master '{.status.expectedPods}/{.status.currentHealthy}/{.status.disruptionsAllowed}' 1/1/0 ||
+    { echo "budget: $(jp pdb/ads-master '{.spec}') $(jp pdb/ads-master '{.status}')"; false; }
+}
+check "the master's PodDisruptionBudget covers the master alone and allows no disruption" until_ok 60 budget_settled
+# evict <pod>: what `kubectl drain` does for each pod (the Eviction API); prints the answer.
+evict() {
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"ml"}}' "$1" |
+    k create --raw "/api/v1/namespaces/ml/pods/$1/eviction" -f - 2>&1
+}
+master_uid="$(jp pod/ads-master '{.metadata.uid}')"
+eviction_refused() {
+  local out
+  if out="$(evict ads-master)"; then echo "evicted: $out"; return 1; fi
+  grep -q 'TooManyRequests' <<<"$out" && grep -q 'disruption budget' <<<"$out" || { echo "$out"; return 1; }
+  echo "note: $out"
+}
+check "a drain's eviction of the running master is refused (429, its disruption budget)" eviction_refused
+check "... and the master is still the same pod" equals pod/ads-master '{.metadata.uid}' "$master_uid"
+worker_uid="$(jp pod/ads-worker-0 '{.metadata.uid}')"
+check "a worker's eviction is allowed" evict ads-worker-0
+replaced_uncounted() {
+  local uid
+  uid="$(jp pod/ads-worker-0 '{.metadata.uid}')"
+  [ -n "$uid" ] && [ "$uid" != "$worker_uid" ] && equals tj/ads '{.status.workers.failed}' 0
+}
+check "... the evicted worker is replaced, not counted as a failure" until_ok 30 replaced_uncounted
+set_pod_phase ads-worker-0 Running
 
 # `kubectl scale` goes through the scale subresource to spec.workers.replicas.
 scaling_is() {
@@ -164,8 +232,8 @@ check "events record the transitions" until_ok 30 bash -c \
   "'$KUBECTL' -n ml get events --field-selector involvedObject.name=ads -o jsonpath='{.items[*].reason}' | tr ' ' '\n' | sort -u | grep -c -E '^(ResourcesCreated|Training|MasterRestarting|BackoffLimitExceeded)$' | grep -qx 4"
 
 k -n ml delete tj ads --wait=false >/dev/null
-check "deleting a job removes its pods, service and secret, then the job" until_ok 60 bash -c \
-  "[ -z \"\$('$KUBECTL' -n ml get pods,services,secrets -l linea.io/job-name=ads -o name)\" ] && ! '$KUBECTL' -n ml get tj ads"
+check "deleting a job removes its pods, service, disruption budget and secret, then the job" until_ok 60 bash -c \
+  "[ -z \"\$('$KUBECTL' -n ml get pods,services,poddisruptionbudgets,secrets -l linea.io/job-name=ads -o name)\" ] && ! '$KUBECTL' -n ml get tj ads"
 
 sed -e 's/name: ads,/name: quick,/' -e 's/backoffLimit: 1}/backoffLimit: 1, ttlSecondsAfterFinished: 0}/' "$STATE/ads.yaml" | k apply -f - >/dev/null
 until_ok 60 equals pod/quick-master '{.metadata.name}' quick-master
@@ -251,14 +319,23 @@ check "a name too long for the job's Service is refused at admission" refused_wi
   "$(job_yaml a-training-job-whose-name-is-far-too-long-for-its-service)"
 check "a name that is not a DNS-1035 label is refused at admission" refused_with "metadata.name must be at most 56 characters" \
   "$(job_yaml rcv1.v2)"
+explains_default() { # explains_default <field> <text>: `kubectl explain` says the default
+  k explain "tj.$1" | tr -s ' \n' ' ' | grep -qF -- "$2" || { k explain "tj.$1"; false; }
+}
+explained_defaults() {
+  explains_default spec.runPolicy.backoffLimit '(default 3)' &&
+    explains_default spec.runPolicy.workerFailureLimit '(default 10)'
+}
+check "kubectl explain shows the defaults (runPolicy.backoffLimit, workerFailureLimit)" explained_defaults
 check "an algorithm this version cannot run is refused with a message" refused_with "not implemented in this linea version" \
   "$(job_yaml hybrid 'algorithm: {hybrid: {}}')"
 
-# A Service and a Secret with the names jobs would use, made by someone else.
+# A Service and a PodDisruptionBudget with the names jobs would use, and a Secret with the
+# name jobs used to get (`<job>-auth`), made by someone else.
 k -n ml create service clusterip fs-master --tcp=80:8080 >/dev/null
+k -n ml create poddisruptionbudget fpdb-master --selector=app=theirs --min-available=1 >/dev/null
 k -n ml create secret generic fsec-auth --from-literal=token=theirs >/dev/null
-job_yaml fs | k apply -f - >/dev/null
-job_yaml fsec | k apply -f - >/dev/null
+for j in fs fpdb fsec; do job_yaml "$j" | k apply -f - >/dev/null; done
 conflict_named() { # conflict_named <job> <object>
   equals tj/"$1" '{.status.conditions[?(@.type=="Created")].status}/{.status.conditions[?(@.type=="Created")].reason}' False/ResourceConflict &&
     jp tj/"$1" '{.status.conditions[?(@.type=="Created")].message}' | grep -qF "$2" &&
@@ -266,15 +343,53 @@ conflict_named() { # conflict_named <job> <object>
     { echo "status: $(jp tj/"$1" '{.status}')"; false; }
 }
 check "a foreign Service is named in the job's condition and an event" until_ok 30 conflict_named fs "service ml/fs-master"
-check "a foreign Secret is named in the job's condition and an event" until_ok 30 conflict_named fsec "secret ml/fsec-auth"
-check "... and neither job created a pod" test -z "$(k -n ml get pods -l 'linea.io/job-name in (fs,fsec)' -o name)"
+check "a foreign PodDisruptionBudget is named in the job's condition and an event" until_ok 30 conflict_named fpdb "poddisruptionbudget ml/fpdb-master"
+check "... and neither job created a pod" test -z "$(k -n ml get pods -l 'linea.io/job-name in (fs,fpdb)' -o name)"
 check "the foreign Service is untouched (selector, labels, owners)" test \
   "$(jp service/fs-master '{.spec.selector.app}/{.metadata.labels.linea\.io/job-name}/{.metadata.ownerReferences}')" = "fs-master//"
-k -n ml delete tj fs fsec --wait=false >/dev/null
+check "the foreign PodDisruptionBudget is untouched (selector, labels, owners)" test \
+  "$(jp pdb/fpdb-master '{.spec.selector.matchLabels.app}/{.metadata.labels.linea\.io/job-name}/{.metadata.ownerReferences}')" = "theirs//"
+own_secret_mounted() {
+  local name
+  name="$(jp tj/fsec '{.status.authSecretName}')"
+  [[ "$name" =~ ^fsec-auth-[a-z0-9]{5}$ ]] &&
+    equals pod/fsec-master '{.spec.volumes[?(@.name=="job-secret")].secret.secretName}' "$name" ||
+    { echo "status: $(jp tj/fsec '{.status}')"; false; }
+}
+check "a Secret named <job>-auth made by someone else is not used: the job mounts its own, generated" until_ok 30 own_secret_mounted
+k -n ml delete tj fs fpdb fsec --wait=false >/dev/null
 gone() { ! k -n ml get tj "$1"; }
-until_ok 30 gone fs; until_ok 30 gone fsec
-check "deleting the jobs leaves the foreign Service and Secret in place" bash -c \
-  "'$KUBECTL' -n ml get service fs-master >/dev/null && [ \"\$('$KUBECTL' -n ml get secret fsec-auth -o jsonpath='{.data.token}' | base64 -d)\" = theirs ]"
+until_ok 30 gone fs; until_ok 30 gone fpdb; until_ok 30 gone fsec
+check "deleting the jobs leaves the foreign Service, PodDisruptionBudget and Secret in place" bash -c \
+  "'$KUBECTL' -n ml get service fs-master >/dev/null && '$KUBECTL' -n ml get pdb fpdb-master >/dev/null &&
+   [ \"\$('$KUBECTL' -n ml get secret fsec-auth -o jsonpath='{.data.token}' | base64 -d)/\$('$KUBECTL' -n ml get secret fsec-auth -o jsonpath='{.metadata.ownerReferences}')\" = theirs/ ]"
+
+# A ResourceQuota smaller than a job (real admission, real quota controller): the job says
+# it is blocked with the server's message, keeps what it created, and goes on by itself
+# once the quota is raised.
+k create namespace tight >/dev/null
+k -n tight create serviceaccount default >/dev/null
+k -n tight create quota pods --hard=pods=2 >/dev/null
+tq() { k -n tight get "$1" -o "jsonpath=$2" 2>/dev/null; }
+until_ok 60 bash -c "[ \"\$('$KUBECTL' -n tight get quota pods -o jsonpath='{.status.hard.pods}')\" = 2 ]"
+job_yaml squeezed 'workers: {replicas: 3}' | sed 's/namespace: ml/namespace: tight/' | k apply -f - >/dev/null
+tight_pods() { k -n tight get pods -l linea.io/job-name=squeezed -o name | sort | tr '\n' ' '; }
+quota_refused() {
+  [ "$(tq tj/squeezed '{.status.conditions[?(@.type=="Blocked")].status}/{.status.conditions[?(@.type=="Blocked")].reason}')" = True/PodCreationRefused ] &&
+    tq tj/squeezed '{.status.conditions[?(@.type=="Blocked")].message}' | grep -q 'creating pod squeezed-worker-1 was refused: .*exceeded quota: pods' &&
+    [ "$(tq tj/squeezed '{.status.workers.desired}/{.status.phase}')" = 3/Pending ] &&
+    [ "$(tight_pods)" = "pod/squeezed-master pod/squeezed-worker-0 " ] &&
+    k -n tight get events --field-selector involvedObject.name=squeezed,reason=PodCreationRefused -o jsonpath='{.items[*].message}' | grep -q 'exceeded quota' ||
+    { echo "pods: $(tight_pods) status: $(tq tj/squeezed '{.status}')"; false; }
+}
+check "a ResourceQuota refusal: Blocked (PodCreationRefused) with the server's message, an event, the pods made so far kept" until_ok 60 quota_refused
+k -n tight patch quota pods --type=merge -p '{"spec":{"hard":{"pods":"10"}}}' >/dev/null
+quota_raised() {
+  [ "$(tight_pods)" = "pod/squeezed-master pod/squeezed-worker-0 pod/squeezed-worker-1 pod/squeezed-worker-2 " ] &&
+    [ "$(tq tj/squeezed '{.status.conditions[?(@.type=="Blocked")].status}')" = False ] &&
+    kill -0 "$OPERATOR_PID" || { echo "pods: $(tight_pods) status: $(tq tj/squeezed '{.status}')"; false; }
+}
+check "... raising the quota lets the job go on, with the same operator process" until_ok 120 quota_raised
 
 # set_terminated <pod> <phase> <exit code> <reason> [message]: a kubelet's report of a
 # container that ended now.
@@ -379,3 +494,102 @@ operator_stopped() { ! kill -0 "$OPERATOR_PID" 2>/dev/null; }
 check "SIGTERM stops the operator within 10 s while it is creating pods" until_ok 10 operator_stopped
 echo "       note: stopped after $((SECONDS - stop_started)) s with $(wide_pods) of 1001 pods created"
 check "... having created only part of the job (it stopped, not finished)" test "$(wide_pods)" -lt 1001
+
+# ---- A CoCoA job run to the end by real `linea master` / `linea worker` processes (issue
+# 13): the operator builds its pods, the processes run with exactly the pods' arguments
+# (only addresses, paths and the secret file made local), the gap the master polls and the
+# one it stopped at reach the status and `kubectl get tj`.
+# The operator was stopped above; a 1000-worker job would keep a new one busy, so it goes
+# first (no garbage collector runs here, so its finalizer is lifted by hand).
+k -n ml patch tj wide --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+k -n ml delete tj wide --wait=false >/dev/null
+KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
+  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
+  --metrics-address "127.0.0.1:$metrics_port" >>"$STATE/operator.log" 2>&1 &
+OPERATOR_PID=$!
+COCOA_GAP=1e-4
+job_yaml svm "algorithm: {cocoa: {loss: logistic, l2: 1, localPasses: 1, gapTolerance: $COCOA_GAP, maxEpochs: 5000, seed: 3}}" \
+  'workers: {replicas: 2}' | k apply -f - >/dev/null
+svm_objects() { [ "$(k -n ml get pods,services -l linea.io/job-name=svm -o name | sort | tr '\n' ' ')" = "pod/svm-master pod/svm-worker-0 pod/svm-worker-1 service/svm-master " ]; }
+check "a cocoa TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 svm_objects
+# local_args <pod> <flag>=<value>...: the pod's container args, one per line, with each
+# named flag's value replaced; fails if the pod has no such flag.
+local_args() {
+  python3 -c 'import json, sys
+args = json.loads(sys.argv[1])
+for flag, value in (a.split("=", 1) for a in sys.argv[2:]):
+    i = args.index(flag)
+    args[i + 1] = value
+print("\n".join(args))' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}"
+}
+# has_args <pod> <args...>: the pod's args contain this exact run of arguments.
+has_args() {
+  python3 -c 'import json, sys
+args, want = json.loads(sys.argv[1]), sys.argv[2:]
+sys.exit(0 if any(args[i:i + len(want)] == want for i in range(len(args))) else 1)' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}" ||
+    { echo "args of $1: $(jp "pod/$1" '{.spec.containers[0].args}')"; false; }
+}
+svm_master_args() {
+  has_args svm-master master --data s3://data/ads/grid --model s3://models/svm.model &&
+    has_args svm-master --algorithm cocoa --loss logistic --l2 1 --local-passes 1 --gap-tolerance 0.0001 \
+      --epochs 5000 --seed 3 --slots 2
+}
+check "the master pod runs linea master --algorithm cocoa with the job's loss, l2, gap tolerance and one slot per worker" svm_master_args
+svm_worker_args() { for w in 0 1; do has_args "svm-worker-$w" worker --master svm-master.ml.svc:7070 || return 1; done; }
+check "the worker pods run linea worker against the master's Service" svm_worker_args
+
+uid="$(jp tj/svm '{.metadata.uid}')"
+python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' \
+  e2e-operator-key-0123456789 "$uid" >"$STATE/svm.token"
+# The earlier master on 7070 was stopped; wait until its listener is gone (SO_REUSEADDR as
+# tokio binds, so connections in TIME_WAIT do not count).
+port_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7070))'; }
+until_ok 30 port_free
+args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.model" \
+  --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm.token")"
+mapfile -t master_args <<<"$args_text"
+LINEA_TERMINATION_LOG="$STATE/svm.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
+MASTER_PID=$!
+args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+mapfile -t worker_args <<<"$args_text"
+"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
+WORKER_PID=$!
+svm_epoch_2() { "$LINEA_BIN" status --master 127.0.0.1:7070 --secret-file "$STATE/svm.token" | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
+until_ok 60 svm_epoch_2
+k -n ml patch pod svm-master --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
+check "the gap the running cocoa master reports is polled into status.progress.dualityGap" until_ok 30 gap_polled
+# The second worker joins mid-run: the two slots are now served by two processes.
+args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+mapfile -t worker_args <<<"$args_text"
+"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
+OTHER_WORKER_PID=$!
+master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
+check "the cocoa master runs to the end" until_ok 300 master_done
+master_rc=0
+wait "$MASTER_PID" || master_rc=$?
+check "... exits 0 and its termination message has a gap at most $COCOA_GAP" python3 -c '
+import json, sys
+summary = json.load(open(sys.argv[2]))
+sys.exit(0 if sys.argv[1] == "0" and 0 <= summary["dualityGap"] <= float(sys.argv[3]) else f"rc {sys.argv[1]}, {summary}")' \
+  "$master_rc" "$STATE/svm.termination" "$COCOA_GAP"
+set_terminated svm-master Succeeded 0 Completed "$(cat "$STATE/svm.termination")"
+svm_succeeded() {
+  equals tj/svm '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}' Succeeded/Converged &&
+    python3 -c 'import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= float(sys.argv[2]) else 1)' \
+      "$(jp tj/svm '{.status.progress.dualityGap}')" "$COCOA_GAP" || { echo "status: $(jp tj/svm '{.status}')"; false; }
+}
+check "the job is Succeeded (Converged) with status.progress.dualityGap at most $COCOA_GAP" until_ok 30 svm_succeeded
+# kubectl get tj, without -o wide: the GAP column holds the status' gap.
+k -n ml get tj svm >"$STATE/svm.get"
+sed 's/^/       /' "$STATE/svm.get"
+check "kubectl get tj shows the gap in its GAP column" python3 -c '
+import sys
+header, row = open(sys.argv[1]).read().splitlines()[:2]
+names, values = header.split(), row.split()
+shown, status = float(values[names.index("GAP")]), float(sys.argv[2])
+sys.exit(0 if names[:3] == ["NAME", "PHASE", "ALGORITHM"] and values[:3] == ["svm", "Succeeded", "cocoa"] and abs(shown - status) <= 1e-6 * status else f"{values} vs {status}")' \
+  "$STATE/svm.get" "$(jp tj/svm '{.status.progress.dualityGap}')"
+workers_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null && ! kill -0 "$OTHER_WORKER_PID" 2>/dev/null; }
+check "both workers are released and exit" until_ok 30 workers_exited

@@ -19,7 +19,8 @@ const INTRO: &str = "\
      from the Rust types in crds/; edit the doc comments there, not this file. -->
 
 A `TrainingJob` (short name `tj`, namespaced) trains one sparse linear model. The operator runs
-one master pod (with a Service) and `spec.workers.replicas` worker pods, keeps the status up to
+one master pod (with a Service, and a PodDisruptionBudget so that a node drain waits for the
+master instead of evicting it) and `spec.workers.replicas` worker pods, keeps the status up to
 date, and deletes what it created when the job is deleted. `kubectl explain tj.spec.workers`
 shows the same text as this page.
 

@@ -28,16 +28,22 @@ fn default_worker_failure_limit() -> i32 {
 pub struct RunPolicy {
     /// How many times the master may fail (default 3) before the job is marked Failed
     /// (BackoffLimitExceeded). A failed master is replaced after an exponential backoff
-    /// (10 s, 20 s, 40 s, ... at most 5 min) and resumes from its last checkpoint.
+    /// (none, 10 s, 20 s, 40 s, ... at most 5 min; none when it had run for 10 minutes) and
+    /// resumes from its last checkpoint.
     /// Preemptions and evictions never count; a master that exits with code 2 (the data or
     /// its arguments are wrong) fails the job at once (DatasetError).
     #[serde(default = "default_backoff_limit")]
     #[schemars(range(min = 0))]
     pub backoff_limit: i32,
-    /// How many worker failures (a non-zero exit, OOMKilled) the job tolerates (default 10)
-    /// before it is marked Failed (WorkerFailureLimitExceeded): a worker that keeps failing
-    /// means the job is broken, not unlucky. Failed workers are replaced after an exponential
-    /// backoff (10 s, 20 s, ... at most 5 min); preempted or drained workers never count.
+    /// How many worker failures (a non-zero exit, OOMKilled) without training advancing the
+    /// job tolerates (default 10) before it is marked Failed (WorkerFailureLimitExceeded):
+    /// workers that keep failing while no epoch completes mean the job is broken. The count
+    /// (status.workers.recentFailures) returns to 0 whenever the master reports a new epoch,
+    /// so a long job is not failed by failures spread over its lifetime; without progress from
+    /// the master (operator run with --no-master-polling) it counts every failure. Failed
+    /// workers are replaced after an exponential backoff in that count (none, 10 s, 20 s, ...
+    /// at most 5 min), at once when the failed worker had run for 10 minutes (the kubelet's
+    /// crash-loop reset); preempted, evicted or drained workers never count.
     #[serde(default = "default_worker_failure_limit")]
     #[schemars(range(min = 0))]
     pub worker_failure_limit: i32,

@@ -77,8 +77,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         name = "Gap",
         type_ = "number",
         json_path = ".status.progress.dualityGap",
-        description = "Duality gap (cocoa)",
-        priority = 1
+        description = "Duality gap relative to the primal objective (cocoa; empty for scd, which has no dual)"
     ),
     printcolumn(
         name = "Examples/s",
@@ -159,7 +158,8 @@ pub struct TrainingJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
     /// Name of a Secret in the job's namespace whose key `token` authenticates workers to the
-    /// master. Unset: the operator creates `<name>-auth` (owned by the job). Immutable.
+    /// master. Unset: the operator creates one named `<name>-auth-<random suffix>` (owned by
+    /// the job; its name is in status.authSecretName). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub job_secret_name: Option<String>,

@@ -84,6 +84,10 @@ pub mod reason {
     /// Blocked: the API server refused to create a pod (ResourceQuota, admission policy);
     /// retried with exponential backoff.
     pub const POD_CREATION_REFUSED: &str = "PodCreationRefused";
+    /// Blocked: the API server refused to create or apply another of the job's objects (its
+    /// Secret, Service or PodDisruptionBudget: ResourceQuota, admission policy); retried with
+    /// exponential backoff.
+    pub const CREATION_REFUSED: &str = "CreationRefused";
     /// Blocked False: every pod of the job could start.
     pub const NOT_BLOCKED: &str = "NotBlocked";
     /// Prepared False: the prepare pod is turning spec.rawData into the grid.
@@ -98,7 +102,7 @@ pub mod reason {
     pub const PREPARE_FAILED: &str = "PrepareFailed";
 
     /// Every reason.
-    pub const ALL: [&str; 27] = [
+    pub const ALL: [&str; 28] = [
         RESOURCES_CREATED,
         MASTER_STARTING,
         TRAINING,
@@ -121,6 +125,7 @@ pub mod reason {
         CONTAINER_WAITING,
         BACKOFF,
         POD_CREATION_REFUSED,
+        CREATION_REFUSED,
         NOT_BLOCKED,
         PREPARING,
         GRID_PREPARED,
@@ -203,9 +208,15 @@ pub struct TrainingJobStatus {
     /// URI of the final model, set only once the job has succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_uri: Option<String>,
-    /// UID of the auth Secret the operator created for this job. Only the object with this
-    /// UID is ever treated as the job's (and deleted with it): a same-named Secret that
-    /// someone else made is left alone.
+    /// Name of the auth Secret the operator created for this job (`<name>-auth-<suffix>`,
+    /// a name the API server generated, so no other object can already have it). The job's
+    /// pods mount it; they are created only once it is recorded here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_secret_name: Option<String>,
+    /// UID of that Secret, as the API server returned it on creation. Only the object with
+    /// this name and UID is ever treated as the job's (and deleted with it). A Secret the
+    /// operator created but could not record (it stopped before writing this status) is
+    /// never used; it is owned by the job and goes with it (garbage collector).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_secret_uid: Option<String>,
     /// When the operator first created the job's pods.
@@ -235,10 +246,15 @@ pub struct WorkerStatus {
     /// scale-in); the Draining condition is True exactly when this is above 0.
     #[serde(default)]
     pub draining: i32,
-    /// Worker failures so far (non-zero exits, OOMKilled; preemptions and drains do not
-    /// count), compared with spec.runPolicy.workerFailureLimit.
+    /// Worker failures over the whole job (non-zero exits, OOMKilled; preemptions and
+    /// drains do not count), for the record.
     #[serde(default)]
     pub failed: i32,
+    /// Worker failures since training last advanced (the master reported a new epoch),
+    /// compared with spec.runPolicy.workerFailureLimit; the replacement backoff doubles
+    /// with it.
+    #[serde(default)]
+    pub recent_failures: i32,
     /// The last worker failure: pod, reason, exit code and termination message. Kept here
     /// because the failed pod is replaced under the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,7 +277,9 @@ pub struct Progress {
     /// Regularized training objective after the last completed epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective: Option<f64>,
-    /// Duality gap after the last completed epoch (cocoa only).
+    /// Duality gap after the last completed epoch, relative to the primal objective:
+    /// (primal - dual) / |primal|, a certificate that the objective is within this fraction
+    /// of the optimum (cocoa only: scd has no dual, and the field is absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duality_gap: Option<f64>,
     /// Training throughput over the last epoch, in examples per second.
@@ -370,6 +388,7 @@ mod tests {
                 ready: 3,
                 draining: 1,
                 failed: 0,
+                recent_failures: 0,
                 last_failure: None,
                 selector: Some("linea.io/job=a,linea.io/role=worker".into()),
             }),

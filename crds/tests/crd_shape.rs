@@ -82,6 +82,10 @@ fn printer_columns_point_at_fields_of_the_right_type() {
     for want in ["Phase", "Algorithm", "Ready", "Desired", "Epoch", "Objective", "Age"] {
         assert!(names.contains(&want), "missing printer column {want}: {names:?}");
     }
+    // Shown without `-o wide`: a cocoa job's gap is how close it is to done.
+    let gap = columns.iter().find(|c| c.name == "Gap").expect("a Gap column");
+    assert_eq!((gap.json_path.as_str(), gap.priority.unwrap_or(0)), (".status.progress.dualityGap", 0));
+    assert!(gap.description.as_deref().is_some_and(|d| d.contains("relative")), "{:?}", gap.description);
     let s = schema();
     for c in &columns {
         if c.json_path == ".metadata.creationTimestamp" {

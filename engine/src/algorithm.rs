@@ -140,7 +140,8 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// What a worker needs from the mirror to rebuild one unit.
     type UnitBase: Serialize + DeserializeOwned + Send + Sync + 'static;
 
-    /// Units of work; fixed for a run (elastic scale-in will merge units).
+    /// Units of work; fixed until the algorithm reconfigures its runner
+    /// ([`Runner::reconfigure`]: CoCoA's scale-in merges slots).
     fn units(&self) -> usize;
 
     /// A unit's state before any state-changing phase (version 0).
@@ -180,6 +181,12 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
 pub trait Runner<K: Kernel> {
     type Error: From<EngineError>;
     fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, Self::Error>;
+
+    /// Replaces the kernel's configuration between phases, when the units themselves change
+    /// (CoCoA's elastic scale-in merges slots): every unit is rebuilt from `mirror`, the
+    /// algorithm's committed state, under the new `kernel` before it runs again. Unit state
+    /// of the old configuration is never used afterwards.
+    fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<(), Self::Error>;
 }
 
 /// A duality gap certificate: `primal - dual >= primal - optimum`.
@@ -233,6 +240,8 @@ pub struct Iteration<S> {
     pub epoch_done: bool,
     /// What changed, for an incremental checkpoint; replayed by [`Algorithm::replay`].
     pub step: S,
+    /// A decision a user should hear of (CoCoA: a scale-in and why), for logs and status.
+    pub note: Option<String>,
 }
 
 /// The master's half of an algorithm: a step machine over [`Algorithm::State`].

@@ -61,6 +61,12 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
         let payloads = outputs.into_iter().map(|o| o.payload).collect();
         Ok(PhaseOutput { sums, payloads })
     }
+
+    fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<(), G::Error> {
+        self.states = (0..kernel.units()).map(|_| None).collect();
+        self.kernel = kernel;
+        self.restore_all(&mirror)
+    }
 }
 
 #[cfg(test)]

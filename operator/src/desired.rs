@@ -1,9 +1,11 @@
 //! What should exist for a TrainingJob: pure functions from the job to Kubernetes objects.
 //!
-//! One master Pod (`<job>-master`) behind a Service of the same name, worker Pods
-//! `<job>-worker-<i>`, and the job's auth Secret (`<job>-auth`, unless the spec names its
-//! own). Every object is labelled with the job and owned by it. Pods run the one linea image
-//! as non-root with a read-only root filesystem; the master checkpoints next to the model.
+//! One master Pod (`<job>-master`) behind a Service of the same name, a PodDisruptionBudget
+//! (also `<job>-master`) that keeps a node drain from evicting the master, worker Pods
+//! `<job>-worker-<i>`, and the job's auth Secret (`<job>-auth-<suffix>`, a name the API
+//! server generates, unless the spec names its own). Every object is labelled with the job
+//! and owned by it. Pods run the one linea image as non-root with a read-only root
+//! filesystem; the master checkpoints next to the model.
 
 use hmac::{Hmac, Mac};
 use k8s_openapi::api::core::v1::{
@@ -12,8 +14,10 @@ use k8s_openapi::api::core::v1::{
     PreferredSchedulingTerm, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource,
     SecurityContext, Service, ServicePort, ServiceSpec, Toleration, Volume, VolumeMount,
 };
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 use linea_crds::{Algorithm, TrainingJob};
 use std::collections::BTreeMap;
@@ -69,8 +73,24 @@ pub fn worker_name(job: &TrainingJob, index: i32) -> String {
     format!("{}-worker-{index}", job.name_any())
 }
 
-pub fn secret_name(job: &TrainingJob) -> String {
-    job.spec.job_secret_name.clone().unwrap_or_else(|| format!("{}-auth", job.name_any()))
+/// The prefix of the auth Secret's generated name: `<job>-auth-`.
+pub fn secret_prefix(job: &TrainingJob) -> String {
+    format!("{}-auth-", job.name_any())
+}
+
+/// The Secret the job's pods mount: the spec's, or the one the operator created and recorded
+/// in the status; `None` while the operator has not recorded one (no pod is created then).
+/// Jobs from before generated names recorded only the UID of `<job>-auth`.
+pub fn secret_name(job: &TrainingJob) -> Option<String> {
+    if let Some(name) = &job.spec.job_secret_name {
+        return Some(name.clone());
+    }
+    let status = job.status.as_ref()?;
+    match (&status.auth_secret_name, &status.auth_secret_uid) {
+        (Some(name), _) => Some(name.clone()),
+        (None, Some(_)) => Some(format!("{}-auth", job.name_any())),
+        (None, None) => None,
+    }
 }
 
 /// Whether the operator made the job's Secret (and so knows its token).
@@ -101,9 +121,10 @@ pub fn owned_by(meta: &ObjectMeta, job: &TrainingJob) -> bool {
 /// `reconcile` destructures the picks and applies them.
 #[derive(Debug, Clone)]
 pub struct Children {
-    /// The auth Secret, when the spec names none.
+    /// The auth Secret, when the spec names none (created with a generated name).
     pub secret: Option<Secret>,
     pub service: Service,
+    pub budget: PodDisruptionBudget,
     pub master: Pod,
     /// Worker `i` at index `i`, for `workers.replicas` (clamped) workers.
     pub workers: Vec<Pod>,
@@ -116,6 +137,7 @@ pub fn build(job: &TrainingJob, options: &BuildOptions) -> Children {
     Children {
         secret: job_secret(job, options),
         service: master_service(job),
+        budget: master_budget(job),
         master: master_pod(job, options),
         workers: (0..job.spec.workers.clamped_replicas()).map(|i| worker_pod(job, i, options)).collect(),
         prepare: crate::prepare::prepare_pod(job, options),
@@ -307,7 +329,8 @@ pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) ->
                 Volume {
                     name: JOB_SECRET_VOLUME.into(),
                     secret: Some(SecretVolumeSource {
-                        secret_name: Some(secret_name(job)),
+                        // Unknown only while the Secret is not recorded: no pod is created then.
+                        secret_name: secret_name(job),
                         // Readable by the pod's user only.
                         default_mode: Some(0o400),
                         items: Some(vec![KeyToPath {
@@ -467,10 +490,40 @@ pub fn master_service(job: &TrainingJob) -> Service {
     }
 }
 
-/// The job's auth Secret, made by the operator when the spec names none.
+/// Keeps voluntary disruptions (a node drain, a cluster-autoscaler scale-down, a node
+/// upgrade: anything that goes through the Eviction API) from taking the master while it
+/// trains: it is the job's one copy of the model state between checkpoints. Workers are not
+/// covered: they hand their shards over and are replaced. `minAvailable: 1` over the one
+/// master pod (not `maxUnavailable: 0`, which would make the disruption controller look up
+/// the scale of the pod's controller, the TrainingJob, whose scale is the worker count).
+/// A master that is not Ready (starting, or not running) may still be evicted
+/// (`AlwaysAllow`), so a budget never blocks a drain for a master that is not training.
+pub fn master_budget(job: &TrainingJob) -> PodDisruptionBudget {
+    let selector = BTreeMap::from([
+        (LABEL_JOB.to_string(), job.name_any()),
+        (LABEL_ROLE.to_string(), Role::Master.as_str().to_string()),
+    ]);
+    PodDisruptionBudget {
+        metadata: meta(job, master_name(job), Some(Role::Master)),
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector { match_labels: Some(selector), ..LabelSelector::default() }),
+            unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The job's auth Secret, made by the operator when the spec names none. Its name is
+/// generated by the API server (`<job>-auth-<suffix>`), so creating it never meets an object
+/// someone else made, and the operator knows it by the name and UID the create returned.
 pub fn job_secret(job: &TrainingJob, options: &BuildOptions) -> Option<Secret> {
+    let mut metadata = meta(job, String::new(), None);
+    metadata.name = None;
+    metadata.generate_name = Some(secret_prefix(job));
     operator_owns_secret(job).then(|| Secret {
-        metadata: meta(job, secret_name(job), None),
+        metadata,
         string_data: Some(BTreeMap::from([(
             TOKEN_KEY.to_string(),
             job_token(&options.operator_key, job.uid().as_deref().unwrap_or_default()),
@@ -484,13 +537,25 @@ pub mod tests {
     use super::*;
     use linea_crds::TrainingJobSpec;
 
-    pub fn job(yaml: &str) -> TrainingJob {
+    /// A job as first seen: no status yet.
+    pub fn fresh(yaml: &str) -> TrainingJob {
         // Through JSON: serde_yaml reads enums as YAML tags, the API server as JSON objects.
         let value: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
         let spec: TrainingJobSpec = serde_json::from_value(value).unwrap();
         let mut job = TrainingJob::new("ads", spec);
         job.metadata.namespace = Some("ml".into());
         job.metadata.uid = Some("0f5e-uid".into());
+        job
+    }
+
+    /// A job whose auth Secret the operator has created and recorded (the first pass).
+    pub fn job(yaml: &str) -> TrainingJob {
+        let mut job = fresh(yaml);
+        job.status = Some(linea_crds::TrainingJobStatus {
+            auth_secret_name: Some("ads-auth-x7k2p".into()),
+            auth_secret_uid: Some("secret-uid".into()),
+            ..Default::default()
+        });
         job
     }
 
@@ -546,6 +611,47 @@ pub mod tests {
         let secret = job_secret(&job(SPEC), &options()).unwrap();
         assert_eq!(secret.string_data.unwrap()[TOKEN_KEY], job_token(b"operator-key", "0f5e-uid"));
         assert!(job_secret(&job(&format!("{SPEC}jobSecretName: mine\n")), &options()).is_none());
+    }
+
+    fn mounted_secret(pod: &Pod) -> Option<String> {
+        let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
+        volumes.iter().find(|v| v.name == "job-secret").unwrap().secret.as_ref().unwrap().secret_name.clone()
+    }
+
+    #[test]
+    fn the_auth_secret_gets_a_generated_name_and_pods_mount_the_recorded_one() {
+        let fresh = fresh(SPEC);
+        let secret = job_secret(&fresh, &options()).unwrap();
+        assert_eq!(secret.metadata.name, None, "the API server names it, so it never meets anyone else's");
+        assert_eq!(secret.metadata.generate_name.as_deref(), Some("ads-auth-"));
+        assert!(owned_by(&secret.metadata, &fresh));
+        assert_eq!(secret_name(&fresh), None, "nothing recorded: no Secret is the job's yet");
+        assert_eq!(mounted_secret(&master_pod(&job(SPEC), &options())).as_deref(), Some("ads-auth-x7k2p"));
+        let own = self::job(&format!("{SPEC}jobSecretName: mine\n"));
+        assert_eq!(mounted_secret(&worker_pod(&own, 0, &options())).as_deref(), Some("mine"));
+        // A job from before generated names recorded only the UID of `<job>-auth`.
+        let mut legacy = fresh.clone();
+        legacy.status = Some(linea_crds::TrainingJobStatus { auth_secret_uid: Some("u".into()), ..Default::default() });
+        assert_eq!(secret_name(&legacy).as_deref(), Some("ads-auth"));
+    }
+
+    #[test]
+    fn the_masters_disruption_budget_selects_the_master_alone() {
+        let job = job(SPEC);
+        let budget = master_budget(&job);
+        assert_eq!(budget.metadata.name.as_deref(), Some("ads-master"));
+        assert!(owned_by(&budget.metadata, &job));
+        let spec = budget.spec.unwrap();
+        assert_eq!(spec.min_available, Some(IntOrString::Int(1)));
+        assert_eq!(spec.max_unavailable, None, "maxUnavailable would make it look up the job's scale");
+        assert_eq!(spec.unhealthy_pod_eviction_policy.as_deref(), Some("AlwaysAllow"));
+        let selector = spec.selector.unwrap().match_labels.unwrap();
+        let matches = |pod: &Pod| selector.iter().all(|(k, v)| pod.metadata.labels.as_ref().unwrap().get(k) == Some(v));
+        assert!(matches(&master_pod(&job, &options())));
+        assert!(!matches(&worker_pod(&job, 0, &options())), "workers may be drained");
+        let mut other = job.clone();
+        other.metadata.name = Some("ads2".into());
+        assert!(!matches(&master_pod(&other, &options())), "another job's master");
     }
 
     fn args(pod: &Pod) -> Vec<String> {

@@ -1,32 +1,19 @@
-//! Progress from a job's master, over its status RPC (worker/proto/linea.proto), with the
-//! job's token. A master that does not answer in time simply has no progress to report.
+//! Progress from a job's master, over its status RPC (linea-proto), with the job's token.
+//! A master that does not answer in time simply has no progress to report.
 
 use crate::plan::MasterProgress;
+use linea_proto::auth::JobSecret;
+use linea_proto::client::{MasterClient, Timeouts};
+use linea_proto::v1 as proto;
 use std::time::Duration;
-use tonic::metadata::MetadataValue;
 
-pub mod proto {
-    tonic::include_proto!("linea.v1");
-}
+/// Short: a reconcile must not wait long on a master that is starting or gone.
+const TIMEOUTS: Timeouts = Timeouts { connect: Duration::from_secs(2), call: Some(Duration::from_secs(3)) };
 
-type Client = proto::master_client::MasterClient<
-    tonic::service::interceptor::InterceptedService<
-        tonic::transport::Channel,
-        Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send + Sync>,
-    >,
->;
-
-async fn connect(address: &str, token: &str) -> Option<Client> {
-    let endpoint = tonic::transport::Endpoint::from_shared(address.to_string()).ok()?;
-    let channel = endpoint.connect_timeout(Duration::from_secs(2)).timeout(Duration::from_secs(3)).connect().await;
-    let channel = channel.inspect_err(|e| tracing::debug!(address, %e, "master unreachable")).ok()?;
-    let bearer: MetadataValue<_> = format!("Bearer {token}").parse().ok()?;
-    let attach: Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send + Sync> =
-        Box::new(move |mut r: tonic::Request<()>| {
-            r.metadata_mut().insert("authorization", bearer.clone());
-            Ok(r)
-        });
-    Some(proto::master_client::MasterClient::with_interceptor(channel, attach))
+async fn connect(address: &str, token: &str) -> Option<MasterClient> {
+    let secret = JobSecret::new(token).inspect_err(|e| tracing::warn!(address, %e, "unusable job token")).ok()?;
+    let client = linea_proto::client::connect_master(address, &secret, TIMEOUTS).await;
+    client.inspect_err(|e| tracing::debug!(address, %e, "master unreachable")).ok()
 }
 
 /// Asks the master to drain the worker at `worker` (its peer address); true if it knew it.

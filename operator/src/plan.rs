@@ -12,9 +12,17 @@
 //!   job's `restarts` counts it, until `backoffLimit` is exceeded. Exit code 2 (bad data or
 //!   arguments) fails the job at once: a restart cannot help.
 //! - Failed workers are replaced after the same backoff, counted in `workers.failed` with an
-//!   event saying why (OOMKilled, exit code, termination message), up to
-//!   `workerFailureLimit`. Preempted, evicted or drained pods are replaced at once and never
+//!   event saying why (OOMKilled, exit code, termination message). `workers.recentFailures`
+//!   counts the failures since training last advanced (the master reported a new epoch):
+//!   past `workerFailureLimit` the job is broken; the backoff doubles with it. A pod that had
+//!   run for [`BACKOFF_RESET_AFTER`] before it failed is replaced at once (the kubelet's
+//!   crash-loop reset). Preempted, evicted or drained pods are replaced at once and never
 //!   count: preemption is not failure.
+//! - The master is covered by a PodDisruptionBudget, so a node drain waits for it instead of
+//!   evicting it mid-run; workers are not.
+//! - The auth Secret gets a generated name; pods are created only once the Secret's name and
+//!   UID (from the create's response) are recorded in the status, so a Secret created just
+//!   before the operator stopped is never mistaken for someone else's, nor the other way.
 //! - At most [`MAX_CREATES_PER_RECONCILE`] pods are created per reconcile, and the status is
 //!   written after each batch, so a large job shows progress and the operator stays stoppable.
 //! - A pod that cannot start (unschedulable, image pull, missing Secret) shows up in the
@@ -24,6 +32,7 @@
 
 use crate::desired::{self, Children, LABEL_INDEX, LABEL_ROLE, Role};
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -39,6 +48,9 @@ pub const MAX_CREATES_PER_RECONCILE: usize = 20;
 pub const BACKOFF_BASE: Duration = Duration::from_secs(10);
 /// Longest delay before replacing a failed pod.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// A pod that ran this long before it failed is not crash-looping: it is replaced without
+/// waiting, as the kubelet resets a container's crash-loop backoff after 10 minutes.
+pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// Exit code of `linea` for bad input or arguments (dataset missing or corrupt, usage).
 pub const EXIT_BAD_INPUT: i32 = 2;
 
@@ -56,11 +68,14 @@ pub struct MasterProgress {
 }
 
 /// What `linea master` writes to its termination message after writing the model: the
-/// model header's epoch count and objective.
+/// model header's epoch count, objective and (CoCoA) relative duality gap.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct MasterSummary {
     pub epochs: i64,
     pub objective: Option<f64>,
+    #[serde(default)]
+    pub duality_gap: Option<f64>,
 }
 
 /// What exists, as read by `reconcile`.
@@ -70,6 +85,8 @@ pub struct Observed<'a> {
     pub pods: &'a [Pod],
     /// The Service named like the job's master Service, if any.
     pub service: Option<&'a Service>,
+    /// The PodDisruptionBudget named like the job's, if any.
+    pub budget: Option<&'a PodDisruptionBudget>,
     pub progress: Option<&'a MasterProgress>,
     /// Nodes of the job's pods that are about to go ([`node_terminating`]).
     pub leaving_nodes: &'a [String],
@@ -95,10 +112,13 @@ pub struct Doomed {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub status: TrainingJobStatus,
-    /// The auth Secret to create (create only: it is never read back or changed).
+    /// The auth Secret to create (create only, with a generated name: it is never read back
+    /// or changed); pods wait until its name is recorded.
     pub secret: Option<Secret>,
     /// The master Service to apply (absent or ours).
     pub service: Option<Service>,
+    /// The master's PodDisruptionBudget to apply (absent or ours).
+    pub budget: Option<PodDisruptionBudget>,
     /// Pods to create, the master first.
     pub pods: Vec<Pod>,
     /// Running workers on nodes about to go: the master is asked to drain them, so they
@@ -137,6 +157,7 @@ impl Plan {
         );
         self.secret = None;
         self.service = None;
+        self.budget = None;
         self.pods.clear();
         if self.set(job, condition_type::CREATED, false, reason::RESOURCE_CONFLICT, message.clone()) {
             self.events.push(Event { warning: true, reason: reason::RESOURCE_CONFLICT, note: message });
@@ -159,13 +180,17 @@ impl Plan {
         }
     }
 
-    /// The API server refused to create a pod (quota, admission policy): stop creating, say
-    /// why; `reconcile` retries with exponential backoff.
-    pub fn refused(&mut self, job: &TrainingJob, pod: &str, message: &str) {
-        let message = format!("creating pod {pod} was refused: {message}");
+    /// The API server refused to create `what` (`pod NAME`, `secret NAME`, ...: a quota, an
+    /// admission policy): stop creating, say why; `reconcile` retries with exponential backoff.
+    pub fn refused(&mut self, job: &TrainingJob, what: &str, message: &str) {
+        let message = format!("creating {what} was refused: {message}");
+        let why = if what.starts_with("pod ") { reason::POD_CREATION_REFUSED } else { reason::CREATION_REFUSED };
+        self.secret = None;
+        self.service = None;
+        self.budget = None;
         self.pods.clear();
-        if self.set(job, condition_type::BLOCKED, true, reason::POD_CREATION_REFUSED, message.clone()) {
-            self.events.push(Event { warning: true, reason: reason::POD_CREATION_REFUSED, note: message });
+        if self.set(job, condition_type::BLOCKED, true, why, message.clone()) {
+            self.events.push(Event { warning: true, reason: why, note: message });
         }
     }
 
@@ -175,6 +200,7 @@ impl Plan {
         let message = format!("the API server refused the job's objects: {message}");
         self.secret = None;
         self.service = None;
+        self.budget = None;
         self.pods.clear();
         self.status.phase = Some(Phase::Failed);
         self.set(job, condition_type::FAILED, true, reason::INVALID_SPEC, message.clone());
@@ -316,8 +342,14 @@ impl Planner<'_> {
     /// replaced, after `failures_so_far` earlier failures: how long, and a note that stays
     /// the same from one reconcile to the next (so the condition does not churn). A pod
     /// without a finish time (the kubelet did not say) is replaced at once.
+    /// A pod that had run for [`BACKOFF_RESET_AFTER`] is not crash-looping and waits for nothing.
     fn wait_for(&self, pod: &Pod, failures_so_far: i32) -> Option<(Duration, String)> {
-        let finished = terminated(pod)?.finished_at.as_ref()?.0;
+        let ended = terminated(pod)?;
+        let finished = ended.finished_at.as_ref()?.0;
+        let ran = ended.started_at.as_ref().map(|started| finished.duration_since(started.0));
+        if ran.is_some_and(|ran| ran >= SignedDuration::try_from(BACKOFF_RESET_AFTER).unwrap_or(SignedDuration::MAX)) {
+            return None;
+        }
         let delay = backoff(failures_so_far);
         let until = finished + SignedDuration::try_from(delay).ok()?;
         let left = until.duration_since(self.now.0);
@@ -528,6 +560,7 @@ impl Planner<'_> {
                 let progress = self.plan.status.progress.get_or_insert_with(Progress::default);
                 progress.epoch = s.epochs;
                 progress.objective = s.objective.or(progress.objective);
+                progress.duality_gap = s.duality_gap.or(progress.duality_gap);
                 let limit = self.job.spec.algorithm.max_epochs();
                 let why = if s.epochs >= limit { reason::MAX_EPOCHS_REACHED } else { reason::CONVERGED };
                 let objective = s.objective.map(|o| format!(", objective {o}")).unwrap_or_default();
@@ -547,6 +580,11 @@ impl Planner<'_> {
         let limit = self.job.spec.run_policy.worker_failure_limit;
         let before = self.plan.status.workers.clone().unwrap_or_default();
         let (mut failed, mut last_failure) = (before.failed, before.last_failure.clone());
+        // Training advanced since the last reconcile: the failures so far did not stop it, so
+        // the count that decides the backoff and the limit starts again.
+        let epoch_before = self.plan.status.progress.as_ref().map_or(0, |p| p.epoch);
+        let advanced = progress.is_some_and(|p| p.epoch > epoch_before);
+        let mut recent = if advanced { 0 } else { before.recent_failures };
         let mut ready = 0;
         let mut alive = 0;
         let pods = self.pods.clone();
@@ -576,21 +614,27 @@ impl Planner<'_> {
                 }
                 "Failed" => {
                     let message = pod_message(&pod);
-                    if let Some((left, when)) = self.wait_for(&pod, failed) {
+                    if let Some((left, when)) = self.wait_for(&pod, recent) {
                         let note = format!("failed ({message}); replaced {when}");
                         self.blocked.push((reason::BACKOFF, format!("{name}: {note}")));
                         self.requeue_within(left);
                         continue;
                     }
                     failed += 1;
-                    let note =
-                        format!("worker {name} failed: {message}; failure {failed} of workerFailureLimit {limit}");
+                    recent += 1;
+                    let note = format!(
+                        "worker {name} failed: {message}; failure {recent} of workerFailureLimit {limit} since \
+                         training last advanced ({failed} in all)"
+                    );
                     last_failure = Some(note.clone());
                     self.event(true, reason::WORKER_FAILED, note);
-                    if failed > limit {
-                        self.plan.status.workers = Some(WorkerStatus { failed, last_failure, ..before });
-                        let why =
-                            format!("{failed} worker failures (workerFailureLimit {limit}); last: {name}: {message}");
+                    if recent > limit {
+                        let status = WorkerStatus { failed, recent_failures: recent, last_failure, ..before };
+                        self.plan.status.workers = Some(status);
+                        let why = format!(
+                            "{recent} worker failures without training advancing (workerFailureLimit {limit}); \
+                             last: {name}: {message}"
+                        );
                         self.finish(false, reason::WORKER_FAILURE_LIMIT_EXCEEDED, why);
                         return;
                     }
@@ -624,6 +668,7 @@ impl Planner<'_> {
             ready,
             draining,
             failed,
+            recent_failures: recent,
             last_failure,
             selector: Some(desired::selector(self.job, Some(Role::Worker))),
         });
@@ -694,6 +739,15 @@ impl Planner<'_> {
         }
     }
 
+    /// The auth Secret is being created: pods mount it by name, so they wait for the pass
+    /// after its name is recorded (soon).
+    fn await_secret(&mut self) {
+        if desired::operator_owns_secret(self.job) && desired::secret_name(self.job).is_none() {
+            self.plan.pods.clear();
+            self.requeue_within(Duration::from_secs(1));
+        }
+    }
+
     /// Creates pods in batches: the rest on the next pass, soon.
     fn batch(&mut self) {
         if self.plan.pods.len() > MAX_CREATES_PER_RECONCILE {
@@ -717,6 +771,7 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
         status,
         secret: None,
         service: None,
+        budget: None,
         pods: Vec::new(),
         drain_workers: Vec::new(),
         delete_pods: Vec::new(),
@@ -747,8 +802,16 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
         p.finish(false, reason::INVALID_SPEC, why.to_string());
         return p.plan;
     }
-    if let Some(service) = observed.service.filter(|s| !desired::owned_by(&s.metadata, job)) {
-        let what = format!("service {}/{}", service.namespace().unwrap_or_default(), service.name_any());
+    let foreign_service =
+        observed.service.filter(|s| !desired::owned_by(&s.metadata, job)).map(|s| ("service", &s.metadata));
+    let foreign_budget =
+        observed.budget.filter(|b| !desired::owned_by(&b.metadata, job)).map(|b| ("poddisruptionbudget", &b.metadata));
+    if let Some((kind, meta)) = foreign_service.or(foreign_budget) {
+        let what = format!(
+            "{kind} {}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
         p.plan.status.phase.get_or_insert(Phase::Pending);
         p.plan.conflict(job, &what);
         p.plan.requeue = Duration::from_secs(30);
@@ -778,8 +841,11 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
         p.set(condition_type::CREATED, true, reason::RESOURCES_CREATED, "master, service and workers requested");
         p.event(false, reason::RESOURCES_CREATED, "created the master, its service and the workers");
     }
-    p.plan.secret = p.children.secret.take();
+    if desired::secret_name(job).is_none() {
+        p.plan.secret = p.children.secret.take();
+    }
     p.plan.service = Some(p.children.service.clone());
+    p.plan.budget = Some(p.children.budget.clone());
     p.master(observed.progress);
     if p.plan.status.is_finished() {
         return p.plan;
@@ -789,6 +855,7 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
         return p.plan;
     }
     p.blocked();
+    p.await_secret();
     p.batch();
     if before != p.plan.status.phase && p.plan.status.phase == Some(Phase::Running) {
         p.event(false, reason::TRAINING, "the master is running");
@@ -799,7 +866,7 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::tests::{job, options};
+    use crate::desired::tests::{fresh, job, options};
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 
     const SPEC: &str = "datasetUri: s3://data/grid\nmodelUri: s3://models/model\nworkers: {replicas: 2}\nrunPolicy: {backoffLimit: 1, ttlSecondsAfterFinished: 60}\n";
@@ -812,7 +879,7 @@ mod tests {
         leaving: &[String],
         now: Timestamp,
     ) -> Plan {
-        let observed = Observed { pods, service: None, progress, leaving_nodes: leaving };
+        let observed = Observed { pods, service: None, budget: None, progress, leaving_nodes: leaving };
         super::plan(j, desired::build(j, &options()), observed, now)
     }
 
@@ -833,14 +900,41 @@ mod tests {
     }
 
     #[test]
-    fn a_new_job_gets_a_master_and_its_workers() {
-        let job = job(SPEC);
-        let plan = plan(&job, &[], None, &[], now());
-        assert_eq!(plan.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
-        assert!(plan.secret.is_some() && plan.service.is_some());
-        assert_eq!(plan.status.phase, Some(Phase::Pending));
-        assert!(plan.status.is_condition_true(condition_type::CREATED));
-        assert_eq!(plan.events[0].reason, reason::RESOURCES_CREATED);
+    fn a_new_job_gets_its_secret_service_and_budget_then_a_master_and_its_workers() {
+        let new = fresh(SPEC);
+        let first = plan(&new, &[], None, &[], now());
+        assert!(first.secret.is_some() && first.service.is_some() && first.budget.is_some());
+        assert!(first.pods.is_empty(), "pods mount the Secret by name: they wait until it is recorded");
+        assert_eq!(first.requeue, Duration::from_secs(1));
+        assert_eq!(first.status.phase, Some(Phase::Pending));
+        assert!(first.status.is_condition_true(condition_type::CREATED));
+        assert_eq!(first.events[0].reason, reason::RESOURCES_CREATED);
+
+        // reconcile records the name and UID the create returned; the next pass makes pods.
+        let mut recorded = next(new, &first);
+        let status = recorded.status.as_mut().unwrap();
+        (status.auth_secret_name, status.auth_secret_uid) = (Some("ads-auth-q9z4m".into()), Some("s-uid".into()));
+        let second = plan(&recorded, &[], None, &[], now());
+        assert_eq!(second.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
+        assert!(second.secret.is_none(), "one Secret per job");
+        assert!(second.budget.is_some() && second.service.is_some(), "applied every pass (they may be deleted)");
+    }
+
+    /// The operator stopped after creating the Secret and before recording it (or the status
+    /// write failed): the next pass sees no recorded Secret. It creates another (generated
+    /// name, so no conflict) and never uses or claims one it did not record: an existing
+    /// `ads-auth-…` may be the lost one or anyone's.
+    #[test]
+    fn a_secret_created_but_not_recorded_is_never_taken_for_the_jobs() {
+        let new = fresh(SPEC);
+        let first = plan(&new, &[], None, &[], now());
+        let mut crashed = next(new, &first);
+        crashed.status.as_mut().unwrap().auth_secret_name = None;
+        let again = plan(&crashed, &[], None, &[], now() + SignedDuration::from_secs(5));
+        let secret = again.secret.expect("a new Secret");
+        assert_eq!((secret.metadata.name, secret.metadata.generate_name.as_deref()), (None, Some("ads-auth-")));
+        assert!(again.pods.is_empty());
+        assert!(again.status.condition(condition_type::CREATED).is_none_or(|c| c.reason != reason::RESOURCE_CONFLICT));
     }
 
     #[test]
@@ -1160,7 +1254,7 @@ mod tests {
         let first = plan(&j, &pods, None, &[], now());
         assert_eq!(first.deleted(), ["ads-worker-0"]);
         let w = first.status.workers.as_ref().unwrap();
-        assert_eq!(w.failed, 1);
+        assert_eq!((w.failed, w.recent_failures), (1, 1));
         assert!(w.last_failure.as_deref().unwrap().contains("OOMKilled (exit code 137)"), "{w:?}");
         let event = first.events.iter().find(|e| e.reason == reason::WORKER_FAILED).unwrap();
         assert!(event.warning && event.note.contains("ads-worker-0 failed: OOMKilled"), "{event:?}");
@@ -1198,6 +1292,7 @@ mod tests {
             reason::WORKER_FAILURE_LIMIT_EXCEEDED
         );
         assert_eq!(broken.status.workers.as_ref().unwrap().failed, 3);
+        assert_eq!(broken.status.workers.as_ref().unwrap().recent_failures, 3);
 
         // A preempted worker and one that exited 0 (drained) never count.
         let (j, mut pods) = running_job(SPEC, 2);
@@ -1209,6 +1304,83 @@ mod tests {
         let p = plan(&j, &pods, None, &[], now());
         assert_eq!(p.deleted(), ["ads-worker-0", "ads-worker-1"]);
         assert_eq!(p.status.workers.as_ref().unwrap().failed, 0);
+    }
+
+    /// The policy for long jobs: failures count against workerFailureLimit (and grow the
+    /// backoff) only while training does not advance; a worker that ran 10 minutes before it
+    /// failed is replaced at once. `workers.failed` keeps the whole job's count.
+    #[test]
+    fn worker_failures_count_until_training_advances_and_a_long_run_is_replaced_at_once() {
+        let spec = SPEC.replace("ttlSecondsAfterFinished: 60}", "ttlSecondsAfterFinished: 60, workerFailureLimit: 2}");
+        let (j, mut pods) = running_job(&spec, 1);
+        let t0 = now();
+        let at = |s: i64| t0 + SignedDuration::from_secs(s);
+        let polled = |epoch| MasterProgress { epoch, workers_active: 1, ..Default::default() };
+        // Epoch 3 is known from an earlier poll.
+        let j = next(j.clone(), &plan(&j, &pods, Some(&polled(3)), &[], at(0)));
+        let fail = |pod: &Pod, started: i64, ended: i64| {
+            let mut p = terminated_pod(pod.clone(), "Failed", 137, "OOMKilled", None, at(ended));
+            let state = p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].state.as_mut().unwrap();
+            state.terminated.as_mut().unwrap().started_at = Some(Time(at(started)));
+            p
+        };
+
+        // Two quick failures at epoch 3: counted 1 and 2 (replaced at once, then after 10 s).
+        pods[1] = fail(&pods[1], 0, 60);
+        let first = plan(&j, &pods, Some(&polled(3)), &[], at(60));
+        assert_eq!(first.deleted(), ["ads-worker-0"]);
+        let j = next(j, &first);
+        pods[1] = fail(&pods[1], 70, 100);
+        assert!(plan(&j, &pods, Some(&polled(3)), &[], at(105)).delete_pods.is_empty(), "10 s backoff");
+        let second = plan(&j, &pods, Some(&polled(3)), &[], at(110));
+        let w = second.status.workers.as_ref().unwrap();
+        assert_eq!((second.deleted(), w.failed, w.recent_failures), (vec!["ads-worker-0".to_string()], 2, 2));
+
+        // The master reports epoch 4: the failures did not stop training, the count restarts.
+        let j = next(j, &second);
+        let advanced = plan(&j, &pods[..1], Some(&polled(4)), &[], at(200));
+        let w = advanced.status.workers.as_ref().unwrap();
+        assert_eq!((w.failed, w.recent_failures), (2, 0), "the record keeps 2; the limit's count is 0");
+
+        // A third failure after that is not past workerFailureLimit 2, and is replaced at once
+        // (backoff of the restarted count: none), though it is the job's third.
+        let j = next(j, &advanced);
+        pods[1] = fail(&pods[1], 150, 300);
+        let third = plan(&j, &pods, Some(&polled(4)), &[], at(300));
+        assert_eq!(third.status.phase, Some(Phase::Running), "not broken: training advanced");
+        assert_eq!(third.deleted(), ["ads-worker-0"]);
+        let w = third.status.workers.as_ref().unwrap();
+        assert_eq!((w.failed, w.recent_failures), (3, 1));
+        let event = third.events.iter().find(|e| e.reason == reason::WORKER_FAILED).unwrap();
+        assert!(
+            event.note.contains("failure 1 of workerFailureLimit 2 since training last advanced (3 in all)"),
+            "{}",
+            event.note
+        );
+
+        // Stuck at epoch 4: the next quick failure waits 10 s (count 1)...
+        let j = next(j, &third);
+        pods[1] = fail(&pods[1], 310, 320);
+        assert!(plan(&j, &pods, Some(&polled(4)), &[], at(329)).delete_pods.is_empty());
+        // ...but one that had run 10 minutes is not crash-looping: replaced at once.
+        pods[1] = fail(&pods[1], 320, 920);
+        let long = plan(&j, &pods, Some(&polled(4)), &[], at(920));
+        assert_eq!(long.deleted(), ["ads-worker-0"]);
+        assert_eq!(long.status.workers.as_ref().unwrap().recent_failures, 2, "it still counts: no epoch since");
+        // 9 min 59 s is not 10 minutes.
+        pods[1] = fail(&pods[1], 321, 920);
+        assert!(plan(&j, &pods, Some(&polled(4)), &[], at(920)).delete_pods.is_empty());
+
+        // Without progress from the master nothing resets the count: three quick failures in
+        // a row are past the limit of 2.
+        let j = next(j, &long);
+        pods[1] = fail(&pods[1], 930, 940);
+        let broken = plan(&j, &pods, None, &[], at(940 + 20));
+        assert_eq!(broken.status.phase, Some(Phase::Failed));
+        let c = broken.status.condition(condition_type::FAILED).unwrap();
+        assert_eq!(c.reason, reason::WORKER_FAILURE_LIMIT_EXCEEDED);
+        assert!(c.message.contains("3 worker failures without training advancing"), "{}", c.message);
+        assert_eq!(broken.status.workers.as_ref().unwrap().failed, 5);
     }
 
     #[test]
@@ -1289,6 +1461,26 @@ mod tests {
     }
 
     #[test]
+    fn a_cocoa_masters_final_gap_comes_from_its_termination_message() {
+        // Polled mid-run at a large gap; the master's summary has the gap it stopped at.
+        let spec = "datasetUri: s3://data/grid\nmodelUri: s3://models/m\nalgorithm: {cocoa: {gapTolerance: 1e-4}}\n";
+        let (j, mut pods) = running_job(spec, 1);
+        let polled = MasterProgress { epoch: 3, duality_gap: Some(0.5), ..Default::default() };
+        let j = next(j.clone(), &plan(&j, &pods, Some(&polled), &[], now()));
+        let summary = r#"{"epochs":9,"objective":2.5,"dualityGap":8e-5}"#;
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", Some(summary), now());
+        let done = plan(&j, &pods, None, &[], now());
+        let progress = done.status.progress.as_ref().unwrap();
+        assert_eq!((progress.epoch, progress.duality_gap), (9, Some(8e-5)));
+        assert_eq!(done.status.condition(condition_type::SUCCEEDED).unwrap().reason, reason::CONVERGED);
+
+        // A summary without a gap (an older image) keeps the last polled one.
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", Some(r#"{"epochs":9}"#), now());
+        let done = plan(&j, &pods, None, &[], now());
+        assert_eq!(done.status.progress.as_ref().unwrap().duality_gap, Some(0.5));
+    }
+
+    #[test]
     fn pods_that_cannot_start_show_in_conditions_with_one_event() {
         use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus};
         let (j, mut pods) = running_job(SPEC, 2);
@@ -1332,13 +1524,33 @@ mod tests {
         let j = job(SPEC);
         let mut foreign = desired::master_service(&j);
         foreign.metadata.owner_references = None;
-        let observed = Observed { pods: &[], service: Some(&foreign), progress: None, leaving_nodes: &[] };
+        let observed =
+            Observed { pods: &[], service: Some(&foreign), budget: None, progress: None, leaving_nodes: &[] };
         let p = super::plan(&j, desired::build(&j, &options()), observed, now());
         assert!(p.pods.is_empty() && p.service.is_none() && p.secret.is_none(), "nothing is created");
+        assert!(p.budget.is_none());
         let c = p.status.condition(condition_type::CREATED).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", reason::RESOURCE_CONFLICT));
         assert!(c.message.contains("service ml/ads-master exists and is not owned"), "{}", c.message);
         assert!(p.events.iter().any(|e| e.warning && e.reason == reason::RESOURCE_CONFLICT));
+
+        // The same for a PodDisruptionBudget of the master's name: someone else's budget
+        // would decide about our master, so the job waits until it is gone.
+        let ours = desired::master_service(&j);
+        let mut theirs = desired::master_budget(&j);
+        theirs.metadata.owner_references = None;
+        let observed =
+            Observed { pods: &[], service: Some(&ours), budget: Some(&theirs), progress: None, leaving_nodes: &[] };
+        let p = super::plan(&j, desired::build(&j, &options()), observed, now());
+        assert!(p.pods.is_empty() && p.service.is_none() && p.budget.is_none(), "nothing is applied");
+        let c = p.status.condition(condition_type::CREATED).unwrap();
+        assert_eq!(c.reason, reason::RESOURCE_CONFLICT);
+        assert!(c.message.contains("poddisruptionbudget ml/ads-master exists and is not owned"), "{}", c.message);
+        let mine = desired::master_budget(&j);
+        let observed =
+            Observed { pods: &[], service: Some(&ours), budget: Some(&mine), progress: None, leaving_nodes: &[] };
+        let p = super::plan(&j, desired::build(&j, &options()), observed, now());
+        assert!(p.budget.is_some() && !p.pods.is_empty(), "the job's own budget is kept up to date");
 
         // A pod with the job's labels but another owner: not counted, not deleted, not
         // replaced by name (creating it will conflict, which reconcile reports).
@@ -1379,11 +1591,18 @@ mod tests {
     fn refusals_found_while_applying_go_into_the_status() {
         let j = job(SPEC);
         let mut p = plan(&j, &[], None, &[], now());
-        p.refused(&j, "ads-worker-1", "exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2");
+        p.refused(&j, "pod ads-worker-1", "exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2");
         assert!(p.pods.is_empty());
         let c = p.status.condition(condition_type::BLOCKED).unwrap();
         assert_eq!(c.reason, reason::POD_CREATION_REFUSED);
-        assert!(c.message.contains("exceeded quota"));
+        assert!(c.message.contains("creating pod ads-worker-1 was refused: exceeded quota"), "{}", c.message);
+        let mut q = plan(&j, &[], None, &[], now());
+        q.refused(&j, "secret ads-auth-…", "exceeded quota: secrets");
+        let c = q.status.condition(condition_type::BLOCKED).unwrap();
+        assert_eq!(c.reason, reason::CREATION_REFUSED, "not a pod");
+        assert!(
+            q.events.iter().any(|e| e.reason == reason::CREATION_REFUSED && e.note.contains("exceeded quota: secrets"))
+        );
         p.invalid(&j, "Pod \"ads-master\" is invalid: spec.containers[0].resources.requests[memory]: Invalid value");
         assert_eq!(p.status.phase, Some(Phase::Failed));
         assert_eq!(p.status.condition(condition_type::FAILED).unwrap().reason, reason::INVALID_SPEC);

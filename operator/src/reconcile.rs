@@ -9,6 +9,7 @@ use crate::plan::Observed;
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -147,6 +148,8 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
     let existing = pods.list(&ListParams::default().labels(&desired::selector(job, None))).await?.items;
     let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
     let service = services.get_opt(&desired::master_name(job)).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    let budget = budgets.get_opt(&desired::master_name(job)).await?;
     let master = master_address(job, &existing).filter(|_| ctx.poll_masters && desired::operator_owns_secret(job));
     let token = desired::job_token(&ctx.options.operator_key, job.uid().as_deref().unwrap_or_default());
     let progress = match &master {
@@ -154,8 +157,13 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
         None => None,
     };
     let leaving = leaving_nodes(&ctx.client, &existing).await?;
-    let observed =
-        Observed { pods: &existing, service: service.as_ref(), progress: progress.as_ref(), leaving_nodes: &leaving };
+    let observed = Observed {
+        pods: &existing,
+        service: service.as_ref(),
+        budget: budget.as_ref(),
+        progress: progress.as_ref(),
+        leaving_nodes: &leaving,
+    };
     let plan = plan::plan(job, desired::build(job, &ctx.options), observed, Timestamp::now());
     let drain = plan.drain_workers.clone();
     let (action, refused) = carry_out(job, ctx, &pods, plan).await?;
@@ -219,13 +227,14 @@ fn delete_exactly(uid: Option<String>) -> DeleteParams {
     }
 }
 
-/// Carries the plan out; returns the action and whether the API server refused a pod (the
+/// Carries the plan out; returns the action and whether the API server refused an object (the
 /// caller then backs off).
 async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan) -> Result<(Action, bool)> {
     let Plan {
         mut status,
         secret,
         service,
+        budget,
         pods: create,
         drain_workers: _,
         delete_pods,
@@ -248,6 +257,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
         status: std::mem::take(&mut status),
         secret: None,
         service: None,
+        budget: None,
         pods: Vec::new(),
         drain_workers: Vec::new(),
         delete_pods: Vec::new(),
@@ -263,19 +273,20 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
         if let Some(secret) = secret {
             touched = true;
             let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+            // A generated name: the create cannot meet anyone else's Secret, and its response
+            // is the only way the operator learns (and records) which Secret is the job's.
             match secrets.create(&create_params, &secret).await {
-                Ok(created) => outcome.status.auth_secret_uid = created.uid(),
-                // Ours if we recorded creating it, or if our master exists (the Secret is
-                // always created first): the operator never reads Secrets to check.
-                Err(e) if is_status(&e, 409) => {
-                    let master_exists = create.iter().all(|p| p.name_any() != desired::master_name(job));
-                    if outcome.status.auth_secret_uid.is_none() && !master_exists {
-                        outcome.conflict(job, &format!("secret {namespace}/{}", secret.name_any()));
-                        break 'create true;
-                    }
+                Ok(created) => {
+                    outcome.status.auth_secret_name = Some(created.name_any());
+                    outcome.status.auth_secret_uid = created.uid();
                 }
                 Err(e) if is_invalid(&e) => {
                     outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) if is_status(&e, 403) => {
+                    outcome.refused(job, &format!("secret {}*", desired::secret_prefix(job)), &api_message(&e));
+                    refused = true;
                     break 'create true;
                 }
                 Err(e) => return Err(e.into()),
@@ -288,6 +299,29 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                 Ok(_) => {}
                 Err(e) if is_invalid(&e) => {
                     outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) if is_status(&e, 403) => {
+                    outcome.refused(job, &format!("service {}", service.name_any()), &api_message(&e));
+                    refused = true;
+                    break 'create true;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Some(budget) = budget {
+            touched = true;
+            let budgets: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
+            match budgets.patch(&budget.name_any(), &apply_params(), &Patch::Apply(&budget)).await {
+                Ok(_) => {}
+                Err(e) if is_invalid(&e) => {
+                    outcome.invalid(job, &api_message(&e));
+                    break 'create true;
+                }
+                Err(e) if is_status(&e, 403) => {
+                    let what = format!("poddisruptionbudget {}", budget.name_any());
+                    outcome.refused(job, &what, &api_message(&e));
+                    refused = true;
                     break 'create true;
                 }
                 Err(e) => return Err(e.into()),
@@ -307,7 +341,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                 }
                 // Quota, admission policies: retried with backoff, said in Blocked.
                 Err(e) if is_status(&e, 403) => {
-                    outcome.refused(job, &pod.name_any(), &api_message(&e));
+                    outcome.refused(job, &format!("pod {}", pod.name_any()), &api_message(&e));
                     refused = true;
                     break 'create true;
                 }
@@ -360,6 +394,23 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
     Ok((action, refused))
 }
 
+/// Deletes the object named like the job's master (its Service, its PodDisruptionBudget) if
+/// the job owns it, by UID; leaves anyone else's alone.
+async fn delete_if_owned<K>(api: &Api<K>, job: &TrainingJob) -> Result<()>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    if let Some(object) = api.get_opt(&desired::master_name(job)).await?
+        && desired::owned_by(object.meta(), job)
+        && let Err(e) = api.delete(&object.name_any(), &delete_exactly(object.uid())).await
+        && !is_status(&e, 404)
+        && !is_status(&e, 409)
+    {
+        return Err(e.into());
+    }
+    Ok(())
+}
+
 /// Deletes everything the job made before the finalizer lets it go. Owner references
 /// would let the garbage collector do it too; doing it here makes deletion prompt and
 /// does not depend on a garbage collector running.
@@ -377,22 +428,18 @@ async fn clean_up(job: &TrainingJob, ctx: &Context) -> Result<Action> {
         }
     }
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Some(service) = services.get_opt(&desired::master_name(job)).await?
-        && desired::owned_by(&service.metadata, job)
-        && let Err(e) = services.delete(&service.name_any(), &delete_exactly(service.uid())).await
-        && !is_status(&e, 404)
-        && !is_status(&e, 409)
-    {
-        return Err(e.into());
-    }
-    // The Secret the operator created, by the UID it recorded; a same-named Secret that is
-    // not that one is left alone (the garbage collector removes ours if the UID was lost).
+    delete_if_owned(&services, job).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
+    delete_if_owned(&budgets, job).await?;
+    // The Secret the operator created, by the name and UID it recorded; any other Secret is
+    // left alone (one it created but could not record is owned by the job, so the garbage
+    // collector removes it).
     let secret_uid = job.status.as_ref().and_then(|s| s.auth_secret_uid.clone());
     if desired::operator_owns_secret(job)
-        && let Some(uid) = secret_uid
+        && let (Some(name), Some(uid)) = (desired::secret_name(job), secret_uid)
     {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-        if let Err(e) = secrets.delete(&desired::secret_name(job), &delete_exactly(Some(uid))).await
+        if let Err(e) = secrets.delete(&name, &delete_exactly(Some(uid))).await
             && !is_status(&e, 404)
             && !is_status(&e, 409)
         {

@@ -9,6 +9,7 @@ use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use linea_engine::Loss;
+use linea_engine::cocoa::{Clock, ElasticConfig};
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -28,6 +29,14 @@ enum AlgorithmArg {
     /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
     /// the slot count K (--slots), not on how many processes serve the slots.
     Cocoa,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClockArg {
+    /// Seconds, as Chicle measures: decisions depend on how fast epochs ran.
+    Wall,
+    /// Epochs: the same data and parameters give the same decisions and model bytes.
+    Epochs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -78,17 +87,39 @@ struct TrainArgs {
     /// CoCoA: stop once the duality gap relative to the primal objective is at most this.
     #[arg(long, default_value_t = 1e-6)]
     gap_tolerance: f64,
+    /// CoCoA: scale in from K slots to K/m as the duality gap's convergence slows (Chicle's
+    /// policy); an elastic run wants one worker per slot and releases the others.
+    #[arg(long)]
+    elastic: bool,
+    /// Elastic: never fewer slots than this.
+    #[arg(long, default_value_t = 1, requires = "elastic")]
+    elastic_min_slots: u32,
+    /// Elastic: scale in by this factor m (K -> K/m).
+    #[arg(long, default_value_t = 4, requires = "elastic")]
+    elastic_factor: u32,
+    /// Elastic: the short-term rate is taken over this many epochs (N).
+    #[arg(long, default_value_t = 2, requires = "elastic")]
+    elastic_window: u32,
+    /// Elastic: scale in when the short-term rate times this (d) is below the rate since the
+    /// last scale-in.
+    #[arg(long, default_value_t = 1.25, requires = "elastic")]
+    elastic_threshold: f64,
+    /// Elastic: measure the rates over wall time (as Chicle does) or over epochs
+    /// (reproducible decisions).
+    #[arg(long, value_enum, default_value = "wall", requires = "elastic")]
+    elastic_clock: ClockArg,
     /// Write a convergence plot (SVG).
     #[arg(long)]
     plot: Option<String>,
     /// Write the objective (and duality gap, CoCoA) after every epoch as CSV:
-    /// epoch,seconds,objective,gap,relative_gap.
+    /// epoch,seconds,objective,gap,relative_gap,workers (the worker count an elastic run
+    /// wanted after the epoch).
     #[arg(long)]
     trace: Option<String>,
 }
 
 impl TrainArgs {
-    fn options(self, threads: usize, workers: usize) -> train::TrainOptions {
+    fn options(self, threads: usize, workers: usize) -> Result<train::TrainOptions> {
         let loss = match self.loss {
             LossArg::Logistic => Loss::Logistic,
             LossArg::Squared => Loss::Squared,
@@ -99,10 +130,26 @@ impl TrainArgs {
             AlgorithmArg::Cocoa => AlgorithmName::Cocoa,
         };
         let slots = self.slots.unwrap_or(workers.max(1));
+        let clock = match self.elastic_clock {
+            ClockArg::Wall => Clock::Wall,
+            ClockArg::Epochs => Clock::Epochs,
+        };
+        let elastic = self
+            .elastic
+            .then(|| {
+                ElasticConfig::new(
+                    self.elastic_min_slots,
+                    self.elastic_factor,
+                    self.elastic_window,
+                    self.elastic_threshold,
+                    clock,
+                )
+            })
+            .transpose()?;
         let TrainArgs {
             data, model, l2, l1, epochs, tolerance, seed, plot, trace, local_passes, gap_tolerance, ..
         } = self;
-        train::TrainOptions {
+        Ok(train::TrainOptions {
             data,
             model,
             algorithm,
@@ -110,6 +157,7 @@ impl TrainArgs {
             slots,
             local_passes,
             gap_tolerance,
+            elastic,
             l2,
             l1,
             epochs,
@@ -119,7 +167,7 @@ impl TrainArgs {
             plot,
             trace,
             workers,
-        }
+        })
     }
 }
 
@@ -315,13 +363,13 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
         }
         Command::Train { args, threads, workers } => {
             let threads = threads.unwrap_or_else(all_cores);
-            let options = args.options(threads, workers);
+            let options = args.options(threads, workers)?;
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
         Command::Master { args, listen, checkpoint, secret_file } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
-            let options = master::MasterOptions { train: args.options(0, 0), listen, checkpoint, secret };
+            let options = master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
             })?;
@@ -425,6 +473,10 @@ const RANGES: &[(&str, Range)] = &[
     ("slots", Range::Int { min: 1, max: 4_096 }),
     ("local_passes", Range::Int { min: 1, max: 1_000 }),
     ("gap_tolerance", Range::Float { min: 0.0, max: 1.0 }),
+    ("elastic_min_slots", Range::Int { min: 1, max: 4_096 }),
+    ("elastic_factor", Range::Int { min: 2, max: 4_096 }),
+    ("elastic_window", Range::Int { min: 1, max: 1_000 }),
+    ("elastic_threshold", Range::Float { min: 1.0, max: 1_000.0 }),
 ];
 
 /// A range of valid values, as [`RANGES`] lists them.

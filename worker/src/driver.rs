@@ -25,6 +25,9 @@ pub struct EpochPoint {
     /// The duality gap, for algorithms that have one.
     #[serde(default)]
     pub gap: Option<Gap>,
+    /// The worker count the algorithm wanted after this epoch (elastic CoCoA: its slots).
+    #[serde(default)]
+    pub workers: Option<u32>,
 }
 
 pub struct TrainSummary {
@@ -57,6 +60,11 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
     let shards = layout.manifest.shards.len();
     match options.algorithm {
         AlgorithmName::Scd => {
+            if options.elastic.is_some() {
+                return Err(LineaError::Usage(
+                    "--elastic scales CoCoA's slots; SCD gives the same model for any worker count and has none".into(),
+                ));
+            }
             let config =
                 ScdConfig::new(options.loss, options.l2, options.l1, options.epochs, options.tolerance, options.seed)?
                     .fitted_to(layout.shapes.len(), layout.manifest.rows);
@@ -74,8 +82,15 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 options.gap_tolerance,
                 options.seed,
             )?;
+            let config = match options.elastic {
+                Some(elastic) => config.with_elastic(elastic)?,
+                None => config,
+            };
             let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
-            then.run(Cocoa::new(config, &layout.shapes, rows)?)
+            let started = Instant::now();
+            let cocoa =
+                Cocoa::new(config, &layout.shapes, rows)?.with_clock(Box::new(move || started.elapsed().as_secs_f64()));
+            then.run(cocoa)
         }
     }
 }
@@ -129,10 +144,20 @@ where
         let objective = report.objective.unwrap_or(f64::NAN);
         let seconds = earlier + started.elapsed().as_secs_f64();
         if let (true, Some(objective)) = (trace.is_empty(), report.initial_objective) {
-            trace.push(EpochPoint { epoch: 0, seconds: 0.0, objective, gap: report.initial_gap });
+            trace.push(EpochPoint {
+                epoch: 0,
+                seconds: 0.0,
+                objective,
+                gap: report.initial_gap,
+                workers: report.desired_workers,
+            });
         }
-        trace.push(EpochPoint { epoch: report.epoch, seconds, objective, gap: report.gap });
+        let workers = report.desired_workers;
+        trace.push(EpochPoint { epoch: report.epoch, seconds, objective, gap: report.gap, workers });
         after(algorithm, &iteration, trace)?;
+        if let Some(note) = &iteration.note {
+            bar.note(note);
+        }
         let epoch_seconds = epoch_started.elapsed().as_secs_f64().max(1e-9);
         epoch_started = Instant::now();
         let gap = report.gap.map_or(String::new(), |g| format!("  gap {:.2e}", g.relative));
@@ -187,16 +212,18 @@ pub fn finish<A: Algorithm>(
             tolerance: options.tolerance,
             seed: options.seed,
             target_scale: scale,
+            duality_gap: report.gap.map(|g| g.relative),
         },
     };
     let model_bytes = render_model(&header, layout, &weights);
     storage::write_file(&options.model, &model_bytes)?;
     if let Some(path) = &options.trace {
-        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap\n");
+        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap,workers\n");
         for p in &trace {
             let (gap, relative) =
                 p.gap.map_or((String::new(), String::new()), |g| (g.absolute.to_string(), g.relative.to_string()));
-            csv.push_str(&format!("{},{:.6},{},{gap},{relative}\n", p.epoch, p.seconds, p.objective));
+            let workers = p.workers.map_or(String::new(), |w| w.to_string());
+            csv.push_str(&format!("{},{:.6},{},{gap},{relative},{workers}\n", p.epoch, p.seconds, p.objective));
         }
         storage::write_file(path, csv.as_bytes())?;
     }

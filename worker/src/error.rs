@@ -63,4 +63,21 @@ impl LineaError {
     }
 }
 
+/// The API crate's errors read as the runtime's own: a bad secret or address is a usage
+/// error, an unreadable secret file an I/O error, an absent master a remote one.
+impl From<linea_proto::ProtoError> for LineaError {
+    fn from(e: linea_proto::ProtoError) -> Self {
+        use linea_proto::ProtoError;
+        match e {
+            ProtoError::SecretFile { path, source } => LineaError::Io { path, source },
+            ProtoError::Unreachable { address, source } => {
+                LineaError::Remote { peer: address, message: format!("unreachable ({source})") }
+            }
+            e @ (ProtoError::InvalidSecret(_) | ProtoError::NoSecret | ProtoError::InvalidAddress { .. }) => {
+                LineaError::Usage(e.to_string())
+            }
+        }
+    }
+}
+
 pub type Result<T, E = LineaError> = std::result::Result<T, E>;

@@ -36,6 +36,11 @@ pub struct TrainingRecord {
     /// eval and predict use it to sum in the same fixed-point units.
     #[serde(default, skip_serializing_if = "TargetScale::is_one")]
     pub target_scale: TargetScale,
+    /// The duality gap relative to the primal objective after the last epoch, for algorithms
+    /// that have one (absent for SCD, so its models are unchanged): the certificate a master
+    /// reports to the operator when it exits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duality_gap: Option<f64>,
 }
 
 pub struct Model {

@@ -1,7 +1,8 @@
 //! A convergence plot as a self-contained SVG: relative suboptimality
 //! `(F(t) - F*) / F*` against seconds on a log scale, with F* the best objective reached,
 //! and, for algorithms that have one, the relative duality gap — a certificate: the true
-//! suboptimality is below it.
+//! suboptimality is below it. Where the algorithm changed its worker count (an elastic
+//! scale-in) a dotted vertical line marks the moment, labelled with the new count.
 
 use crate::driver::EpochPoint;
 
@@ -77,6 +78,20 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
             WIDTH - RIGHT - 6.0,
             TOP + 32.0
         );
+    }
+    for pair in trace.windows(2) {
+        if let (Some(before), Some(after)) = (pair[0].workers, pair[1].workers)
+            && before != after
+        {
+            let xx = x(pair[1].seconds);
+            svg += &format!(
+                "<line x1=\"{xx:.1}\" x2=\"{xx:.1}\" y1=\"{TOP}\" y2=\"{}\" stroke=\"#2ca02c\" stroke-dasharray=\"2 3\"/>\n\
+                 <text x=\"{:.1}\" y=\"{}\" fill=\"#2ca02c\">{before}&#8594;{after} workers</text>\n",
+                HEIGHT - BOTTOM,
+                xx + 3.0,
+                HEIGHT - BOTTOM - 6.0
+            );
+        }
     }
     svg += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">best objective {best:.10e} after {} epochs</text>\n</svg>\n",

@@ -90,6 +90,18 @@ impl Steps {
         self.bar.set_message(message);
     }
 
+    /// A line that stays above the bar (a decision the run made), unless quiet.
+    pub fn note(&self, text: &str) {
+        if self.progress.quiet {
+            return;
+        }
+        if self.progress.terminal {
+            self.bar.println(text);
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -8,6 +8,7 @@ use crate::progress::Progress;
 use crate::storage;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
+use linea_engine::cocoa::ElasticConfig;
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
 
@@ -25,6 +26,8 @@ pub struct TrainOptions {
     pub local_passes: u32,
     /// CoCoA stops once the duality gap relative to the primal is at most this.
     pub gap_tolerance: f64,
+    /// CoCoA scales in from `slots` as this policy decides; `None`: K stays.
+    pub elastic: Option<ElasticConfig>,
     pub l2: f64,
     pub l1: f64,
     pub epochs: u32,
@@ -48,6 +51,7 @@ impl TrainOptions {
             slots: 1,
             local_passes: 1,
             gap_tolerance: 1e-6,
+            elastic: None,
             l2: 1.0,
             l1: 0.0,
             epochs: 100,

@@ -151,8 +151,11 @@ fn predict_writes_one_probability_per_example_and_train_writes_plot_and_trace() 
     assert!(scores.iter().all(|&p| (0.0..=1.0).contains(&p)));
     let trace = std::fs::read_to_string(&trace).unwrap();
     let objectives: Vec<f64> = trace.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
-    assert!(trace.starts_with("epoch,seconds,objective,gap,relative_gap\n") && objectives.len() > 3);
-    assert!(trace.lines().skip(1).all(|l| l.ends_with(",,")), "SCD has no duality gap: {trace}");
+    assert!(trace.starts_with("epoch,seconds,objective,gap,relative_gap,workers\n") && objectives.len() > 3);
+    assert!(
+        trace.lines().skip(1).all(|l| l.ends_with(",,,")),
+        "SCD has no duality gap nor wanted worker count: {trace}"
+    );
     assert!(objectives.windows(2).all(|w| w[1] <= w[0]), "per-epoch objective must not rise: {objectives:?}");
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.trim_end().ends_with("</svg>"));

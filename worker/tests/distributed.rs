@@ -5,46 +5,11 @@
 
 mod common;
 
-use common::data;
+use common::processes::*;
 use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
-use linea_worker::runtime::proto::StatusReply;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const SECRET: &str = "test-secret-0123456789abcdef";
-
-fn linea(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
-    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET);
-    command
-}
-
-fn ok(args: &[&str]) {
-    let out = linea(args).output().unwrap();
-    assert!(out.status.success(), "linea {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn path(dir: &Path, name: &str) -> String {
-    dir.join(name).to_string_lossy().into_owned()
-}
-
-fn prepare(dir: &Path, input: &str, format: &str, rows_per_shard: &str) -> String {
-    let grid = path(dir, "grid");
-    ok(&[
-        "prepare",
-        "--input",
-        &data(input),
-        "--format",
-        format,
-        "--output",
-        &grid,
-        "--rows-per-shard",
-        rows_per_shard,
-    ]);
-    grid
-}
+use std::process::{Child, Stdio};
 
 /// Trains with `extra` arguments and returns the model's bytes.
 fn train(dir: &Path, grid: &str, name: &str, extra: &[&str]) -> Vec<u8> {
@@ -65,7 +30,7 @@ fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
     ];
     for (input, format, loss, rows) in sets {
         let dir = tempfile::tempdir().unwrap();
-        let grid = prepare(dir.path(), input, format, rows);
+        let grid = prepare_grid(dir.path(), input, format, rows);
         let local = train(dir.path(), &grid, "local", &["--loss", loss, "--threads", "2"]);
         for workers in ["1", "2", "3", "5"] {
             let distributed =
@@ -75,98 +40,10 @@ fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Cluster {
-    master_url: String,
-    secret: JobSecret,
-    /// Where workers' logs go (their closing line counts cells by source).
-    logs: Option<std::path::PathBuf>,
-}
-
-impl Cluster {
-    fn status(&self) -> Option<StatusReply> {
-        client::status(&self.master_url, &self.secret).ok()
-    }
-
-    /// Polls the master's status until `done` holds.
-    fn wait_for(&self, what: &str, done: impl Fn(&StatusReply) -> bool) -> StatusReply {
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            if let Some(status) = self.status().filter(|s| done(s)) {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}; last status {:?}", self.status());
-            // A poll interval, not a synchronisation: the condition is checked again.
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn worker(&self) -> Child {
-        let mut command = linea(&["worker", "--master", &self.master_url, "--threads", "1"]);
-        command.stdout(Stdio::null());
-        if let Some(dir) = &self.logs {
-            let log = tempfile::NamedTempFile::new_in(dir).unwrap().keep().unwrap().0;
-            command.stderr(log).env("RUST_LOG", "linea_worker=info");
-        }
-        command.spawn().unwrap()
-    }
-
-    /// Cells the workers got from peers and served to peers, from their closing lines.
-    fn cells_through_peers(&self) -> (u64, u64) {
-        let mut totals = (0, 0);
-        for entry in std::fs::read_dir(self.logs.as_ref().unwrap()).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            for line in text.lines().filter(|l| l.contains(" done: ")) {
-                let number = |label: &str| -> u64 {
-                    let before = &line[..line.find(label).unwrap()];
-                    before.rsplit(' ').next().unwrap().parse().unwrap()
-                };
-                totals.0 += number(" from peers");
-                totals.1 += number(" served to peers");
-            }
-        }
-        totals
-    }
-}
-
-/// Index of the first of `children` to exit.
-fn first_exit(children: &mut [Child]) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(i) = children.iter_mut().position(|c| c.try_wait().unwrap().is_some()) {
-            return i;
-        }
-        assert!(Instant::now() < deadline, "no process exited");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Starts `linea master` with `args`, its output in `log` under `dir` (not --quiet: the log
-/// must say whether it resumed).
-fn start_master(dir: &Path, log: &str, args: &[&str]) -> Child {
-    let log = std::fs::File::create(path(dir, log)).unwrap();
-    let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-    master.args(args).env(SECRET_ENV, SECRET);
-    master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
-}
-
-/// The unit-state version a restarted master's log says it resumed at.
-fn resumed_version(log: &str) -> u64 {
-    let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
-    line.rsplit(' ').next().unwrap().parse().unwrap()
-}
-
-fn sigterm(child: &Child) {
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-}
-
 #[test]
 fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
     // A fixed number of epochs (tolerance 0) keeps the run long enough to disturb.
     let params = ["--epochs", "300", "--tolerance", "0"];
     let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
@@ -237,7 +114,7 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
 #[test]
 fn a_worker_without_the_job_secret_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
     let listen = format!("127.0.0.1:{}", free_port());
     let model = path(dir.path(), "model");
     let mut master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
@@ -284,7 +161,7 @@ fn a_worker_whose_master_never_answers_gives_up_with_a_clear_error() {
 #[test]
 fn cocoa_slots_survive_preemption_failure_and_a_master_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
     let params = ["--algorithm", "cocoa", "--slots", "4", "--epochs", "150", "--gap-tolerance", "0"];
     let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
     let three = train(dir.path(), &grid, "three", &[&params[..], &["--workers", "3"]].concat());

@@ -6,8 +6,9 @@
 //! scheduler on their own tokio runtime), driven from this thread through its
 //! `RemoteRunner` with SCD's phases, exactly as `linea master` drives it. The workers are simulated: light
 //! tokio tasks on a second runtime that speak the real protocol over loopback gRPC — Work
-//! stream (Join, then Completed batches), a Peer service behind the job secret — but do no
-//! arithmetic: shard items are answered at once (zero sums of the right length), a
+//! stream (Join, then Completed batches), and the worker's own Peer service
+//! (`linea_proto::peer::PeerService`, behind the job secret) over a no-op backend — but do
+//! no arithmetic: shard items are answered at once (zero sums of the right length), a
 //! statistics item only records which shards the worker's partial holds, FetchPartial
 //! answers zeros of the requested range, and an aggregation item really fetches every
 //! remote source's range over gRPC (its own partial is read locally, as the real worker
@@ -34,9 +35,11 @@ use linea_engine::Loss;
 use linea_engine::algorithm::{PhaseRequest, Reduction, Runner};
 use linea_engine::fixed::ExactSums;
 use linea_engine::scd::kernel::{ScdKernel, ScdParameters, ScdPhase};
-use linea_worker::runtime::auth::{Authenticated, JobSecret};
-use linea_worker::runtime::master::{Job, MAX_MESSAGE_BYTES, RemoteRunner, Server};
-use linea_worker::runtime::proto::{self, master_message, work_item, worker_message};
+use linea_proto::auth::JobSecret;
+use linea_proto::client::{PeerClient, Timeouts};
+use linea_proto::peer::PeerBackend;
+use linea_proto::v1::{self as proto, master_message, work_item, worker_message};
+use linea_worker::runtime::master::{Job, RemoteRunner, Server};
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -44,8 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
-use tonic::transport::{Channel, Endpoint};
-use tonic::{Request, Response, Status};
+use tonic::transport::Channel;
 
 const AGG_FEATURES: usize = 262_144;
 
@@ -108,24 +110,19 @@ struct SimWorker {
 }
 
 impl SimWorker {
-    fn peer(&self, address: &str) -> Result<proto::peer_client::PeerClient<Authenticated>, String> {
+    fn peer(&self, address: &str) -> Result<PeerClient, String> {
         let channel = {
             let mut channels = self.channels.lock().unwrap();
             match channels.get(address) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = Endpoint::from_shared(address.to_string())
-                        .map_err(|e| e.to_string())?
-                        .connect_timeout(Duration::from_secs(5))
-                        .connect_lazy();
+                    let c = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME).map_err(|e| e.to_string())?;
                     channels.insert(address.to_string(), c.clone());
                     c
                 }
             }
         };
-        Ok(proto::peer_client::PeerClient::with_interceptor(channel, self.secret.attach())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES))
+        Ok(linea_proto::client::peer(channel, &self.secret))
     }
 
     /// Range [begin, end) of every source's partial, summed (here: only fetched and checked).
@@ -164,32 +161,26 @@ impl SimWorker {
     }
 }
 
-struct PeerService(Arc<SimWorker>);
-
-#[tonic::async_trait]
-impl proto::peer_server::Peer for PeerService {
-    async fn fetch_partial(
-        &self,
-        request: Request<proto::FetchPartialRequest>,
-    ) -> Result<Response<proto::Partial>, Status> {
-        let r = request.into_inner();
-        if *self.0.session.lock().unwrap() != r.session {
-            return Err(Status::not_found("partial of another master session"));
-        }
-        let units = self.0.partials.lock().unwrap().get(&r.phase).cloned();
-        let units = units.ok_or_else(|| Status::not_found("no partial sums of this phase"))?;
-        let n = r.end.saturating_sub(r.begin) as usize * 16;
-        let reply = proto::Partial { units, sums: vec![0u8; n] };
-        self.0.traffic.partial_bytes_served.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(Response::new(reply))
+/// The no-op side of the worker's Peer service: the units a partial covers (recorded by
+/// statistics items) and zeros for its sums; no unit state, no cells.
+impl PeerBackend for SimWorker {
+    fn in_session(&self, session: &str) -> bool {
+        *self.session.lock().unwrap() == session
     }
 
-    async fn fetch_unit(&self, _: Request<proto::FetchUnitRequest>) -> Result<Response<proto::UnitState>, Status> {
-        Err(Status::unimplemented("simulated workers keep no unit state"))
+    fn partial(&self, phase: u64, begin: usize, end: usize) -> Option<proto::Partial> {
+        let units = self.partials.lock().unwrap().get(&phase).cloned()?;
+        let n = end.saturating_sub(begin) * 16;
+        self.traffic.partial_bytes_served.fetch_add(n as u64, Ordering::Relaxed);
+        Some(proto::Partial { units, sums: vec![0u8; n] })
     }
 
-    async fn fetch_cell(&self, _: Request<proto::FetchCellRequest>) -> Result<Response<proto::CellBytes>, Status> {
-        Err(Status::not_found("simulated workers cache no cells"))
+    fn unit_state(&self, _: u32, _: u64) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn cell(&self, _: u32, _: u32) -> Option<Vec<u8>> {
+        None
     }
 }
 
@@ -219,25 +210,17 @@ async fn simulated_worker(
         channels: Mutex::new(HashMap::new()),
         traffic: traffic.clone(),
     });
-    let peer = tonic::service::interceptor::InterceptedService::new(
-        proto::peer_server::PeerServer::new(PeerService(sim.clone()))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        secret.check(),
-    );
+    let peer = linea_proto::server::peer(sim.clone(), &secret);
     let (stop_peer, peer_stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(tonic::transport::Server::builder().add_service(peer).serve_with_incoming_shutdown(
-        linea_worker::runtime::incoming(listener),
+        linea_proto::server::incoming(listener),
         async {
             let _ = peer_stopped.await;
         },
     ));
 
-    let channel =
-        Endpoint::from_shared(master).map_err(|e| e.to_string())?.connect().await.map_err(|e| e.to_string())?;
-    let mut client = proto::master_client::MasterClient::with_interceptor(channel, secret.attach())
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let mut client =
+        linea_proto::client::connect_master(&master, &secret, Timeouts::RUNTIME).await.map_err(|e| e.to_string())?;
     let (outbound, messages) = unbounded_channel::<proto::WorkerMessage>();
     let send = |out: &UnboundedSender<proto::WorkerMessage>, body: worker_message::Body| {
         let message = proto::WorkerMessage { body: Some(body) };

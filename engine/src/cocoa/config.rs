@@ -1,5 +1,6 @@
 //! The settings of a CoCoA run, validated once.
 
+use super::elastic::ElasticConfig;
 use crate::error::EngineError;
 use crate::loss::Loss;
 use serde::Serialize;
@@ -16,6 +17,8 @@ pub struct CocoaConfig {
     max_epochs: u32,
     gap_tolerance: f64,
     seed: u64,
+    /// Chicle's scale-in policy; `None`: K stays as it is.
+    elastic: Option<ElasticConfig>,
 }
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
@@ -52,17 +55,43 @@ impl CocoaConfig {
         if !(gap_tolerance.is_finite() && gap_tolerance >= 0.0) {
             return Err(invalid("gap_tolerance", gap_tolerance, "must be finite and >= 0"));
         }
-        Ok(Self { loss, l2, slots, partitions: slots, local_passes, max_epochs, gap_tolerance, seed })
+        Ok(Self { loss, l2, slots, partitions: slots, local_passes, max_epochs, gap_tolerance, seed, elastic: None })
     }
 
     /// Splits the rows into `partitions` (P) instead of K: the least common multiple of every
     /// slot count a job may scale to, so that scaling in keeps whole partitions together.
     pub fn with_partitions(mut self, partitions: u32) -> Result<Self, EngineError> {
-        if partitions == 0 || !partitions.is_multiple_of(self.slots) {
-            return Err(invalid("partitions", partitions as f64, "must be a positive multiple of the slot count"));
+        let schedule = self.elastic.map_or(vec![self.slots], |e| e.schedule(self.slots));
+        if partitions == 0 || schedule.iter().any(|&k| !partitions.is_multiple_of(k)) {
+            return Err(invalid(
+                "partitions",
+                partitions as f64,
+                "must be a positive multiple of every slot count the run can reach",
+            ));
         }
         self.partitions = partitions;
         Ok(self)
+    }
+
+    /// Scales in from K slots as Chicle's policy decides; the rows are split into the least
+    /// common multiple of every slot count the run can reach (or a multiple of it given
+    /// later with [`Self::with_partitions`]).
+    pub fn with_elastic(mut self, elastic: ElasticConfig) -> Result<Self, EngineError> {
+        if elastic.min_slots() > self.slots {
+            return Err(invalid("elastic min_slots", elastic.min_slots() as f64, "must be at most the slot count"));
+        }
+        let partitions = elastic.partitions(self.slots).ok_or(invalid(
+            "slots",
+            self.slots as f64,
+            "the partition count for this scale-in schedule exceeds 2^32",
+        ))?;
+        self.partitions = partitions;
+        self.elastic = Some(elastic);
+        Ok(self)
+    }
+
+    pub fn elastic(&self) -> Option<&ElasticConfig> {
+        self.elastic.as_ref()
     }
 
     pub fn loss(&self) -> Loss {
@@ -123,6 +152,13 @@ mod tests {
         assert_eq!(config.with_partitions(12).unwrap().partitions(), 12);
         assert!(config.with_partitions(6).is_err());
         assert!(config.with_partitions(0).is_err());
+        let elastic = ElasticConfig::chicle(1, super::super::elastic::Clock::Epochs).unwrap();
+        let scaled = ok(1.0, 8, 1, 10, 0.0).unwrap().with_elastic(elastic).unwrap();
+        assert_eq!(scaled.partitions(), 8, "8 -> 2 -> 1");
+        assert!(scaled.with_partitions(12).is_err(), "12 slots cannot be split into 8");
+        assert!(
+            ok(1.0, 2, 1, 10, 0.0).unwrap().with_elastic(ElasticConfig::chicle(3, elastic.clock()).unwrap()).is_err()
+        );
     }
 
     #[test]

@@ -33,6 +33,11 @@ impl Layout {
         Self { shard_rows, partitions, slots }
     }
 
+    /// The same partitions owned by `slots` slots (a scale-in); `slots` must divide P.
+    pub fn with_slots(&self, slots: usize) -> Self {
+        Self::new(self.shard_rows.clone(), self.partitions, slots)
+    }
+
     pub fn rows(&self) -> usize {
         self.shard_rows.iter().sum()
     }

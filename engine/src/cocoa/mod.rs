@@ -14,12 +14,19 @@
 //! `P(w) - P* <= P(w) - D(alpha)`, so the gap certifies how far the model is from the
 //! optimum; the run stops when it is small relative to the primal.
 //!
+//! Elastic ([`elastic`], Chicle): after an epoch the master may scale in from K to K/m slots;
+//! each remaining slot takes the partitions and dual variables of m old slots and solves them
+//! as one local problem (`sigma' = K/m` from then on). The decision is part of the epoch's
+//! step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
+//! committed dual variables ([`Runner::reconfigure`]).
+//!
 //! Determinism: a slot's coordinate order is seeded by (seed, epoch, pass, partition), its
 //! local arithmetic is sequential, and everything that crosses slots is an exact
 //! fixed-point sum. A run's bytes depend on the data, the parameters and K — not on which
 //! process ran which slot, in what order, or how often a slot was redone.
 
 pub mod config;
+pub mod elastic;
 pub mod kernel;
 pub mod layout;
 pub mod rows;
@@ -29,6 +36,7 @@ pub mod state;
 mod tests;
 
 pub use config::CocoaConfig;
+pub use elastic::{Clock, ElasticConfig, ScaleIn};
 pub use kernel::{CocoaKernel, CocoaPhase, SlotState};
 pub use state::{CocoaState, CocoaStep, EpochRecord};
 
@@ -38,10 +46,16 @@ use crate::fixed::from_fixed128;
 use crate::grid::BlockShape;
 use layout::Layout;
 
+/// Seconds on some clock: the engine reads no clocks itself, so the caller that wants the
+/// elastic policy on wall time passes one in ([`Cocoa::with_clock`]).
+pub type WallClock = Box<dyn Fn() -> f64 + Send>;
+
 pub struct Cocoa {
     config: CocoaConfig,
+    /// Always the kernel of `state.slots`.
     kernel: CocoaKernel,
     state: CocoaState,
+    clock: Option<WallClock>,
 }
 
 impl Cocoa {
@@ -73,8 +87,49 @@ impl Cocoa {
             layout,
             block_offsets,
         };
-        let state = CocoaState { epoch: 0, v: vec![0; features], alpha: vec![0.0; rows], history: Vec::new() };
-        Ok(Self { config, kernel, state })
+        let state = CocoaState {
+            epoch: 0,
+            v: vec![0; features],
+            alpha: vec![0.0; rows],
+            history: Vec::new(),
+            slots: config.slots(),
+            scale_ins: Vec::new(),
+        };
+        Ok(Self { config, kernel, state, clock: None })
+    }
+
+    /// Measures each epoch with `clock` (seconds): the record's `seconds`, and the elastic
+    /// policy's time on [`Clock::Wall`].
+    pub fn with_clock(mut self, clock: WallClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The kernel of K slots: the same partitions, `sigma' = K`.
+    fn kernel_for(&self, slots: u32) -> CocoaKernel {
+        CocoaKernel {
+            sigma: slots as f64,
+            layout: self.kernel.layout.with_slots(slots as usize),
+            ..self.kernel.clone()
+        }
+    }
+
+    /// Brings the kernel to the state's slot count (after a restore or a replayed scale-in).
+    fn sync_kernel(&mut self) {
+        if self.kernel.units() != self.state.slots as usize {
+            self.kernel = self.kernel_for(self.state.slots);
+        }
+    }
+
+    /// The epochs since the current slot count began, as the elastic policy sees them: the
+    /// first is the epoch the last scale-in followed (or the first epoch), the level the
+    /// rates start from.
+    fn observations(&self) -> Vec<elastic::Observation> {
+        let start = self.state.scale_ins.last().map_or(0, |s| s.epoch.saturating_sub(1) as usize);
+        self.state.history[start.min(self.state.history.len())..]
+            .iter()
+            .map(|r| elastic::Observation { duration: r.seconds.unwrap_or(f64::NAN), gap: r.gap.relative })
+            .collect()
     }
 
     /// A run over an in-memory grid.
@@ -129,6 +184,7 @@ impl Algorithm for Cocoa {
 
     fn set_state(&mut self, state: CocoaState) {
         self.state = state;
+        self.sync_kernel();
     }
 
     fn replay(&mut self, step: CocoaStep) -> Result<(), EngineError> {
@@ -146,13 +202,36 @@ impl Algorithm for Cocoa {
         }
         step.alpha.iter().for_each(|&(i, a)| state.alpha[i as usize] = a);
         step.v.iter().for_each(|&(j, v)| state.v[j as usize] = v);
+        if let Some(scale_in) = step.scale_in {
+            let reachable =
+                self.config.elastic().is_some_and(|e| e.schedule(self.config.slots()).contains(&scale_in.to));
+            if scale_in.from != state.slots || !reachable {
+                return Err(EngineError::Corrupt(format!(
+                    "a scale-in {} -> {} replayed onto {} slots",
+                    scale_in.from, scale_in.to, state.slots
+                )));
+            }
+            state.slots = scale_in.to;
+            state.scale_ins.push(scale_in);
+        }
         state.history.push(step.record);
         state.epoch = step.epoch;
+        self.sync_kernel();
         Ok(())
     }
 
-    /// One epoch: local solves, then the objectives.
+    /// One epoch: local solves, then the objectives, then (elastic) the scale-in decision.
     fn next_iter<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Iteration<CocoaStep>, R::Error> {
+        let elastic = self.config.elastic().copied();
+        if elastic.is_some_and(|e| e.clock() == Clock::Wall) && self.clock.is_none() {
+            return Err(EngineError::InvalidParameter {
+                name: "elastic clock",
+                value: 0.0,
+                why: "the wall-clock policy needs a clock (Cocoa::with_clock)",
+            }
+            .into());
+        }
+        let started = self.clock.as_ref().map(|c| c());
         let epoch = self.state.epoch;
         let v: Vec<f64> = self.state.v.iter().map(|&x| from_fixed128(x)).collect();
         let request = PhaseRequest {
@@ -183,11 +262,28 @@ impl Algorithm for Cocoa {
                 v_changes.push((j as u32, *v));
             }
         }
-        let record = self.evaluate(runner)?;
+        let mut record = self.evaluate(runner)?;
+        if let (Some(clock), Some(started)) = (&self.clock, started) {
+            record.seconds = Some(clock() - started);
+        }
         self.state.history.push(record);
         self.state.epoch = epoch + 1;
-        let step = CocoaStep { epoch: epoch + 1, alpha: alpha_changes, v: v_changes, record };
-        Ok(Iteration { epoch_done: true, step })
+        let scale_in = match elastic {
+            Some(e) if self.stop_reason().is_none() => {
+                elastic::decide(&e, self.state.slots, epoch + 1, &self.observations())
+            }
+            _ => None,
+        };
+        if let Some(decision) = scale_in {
+            self.state.slots = decision.to;
+            self.state.scale_ins.push(decision);
+            self.sync_kernel();
+            runner.reconfigure(self.kernel.clone(), self.mirror())?;
+        }
+        let note = scale_in
+            .map(|s| format!("scale-in after epoch {}: {}", s.epoch, s.describe(elastic.map_or(0, |e| e.window()))));
+        let step = CocoaStep { epoch: epoch + 1, alpha: alpha_changes, v: v_changes, record, scale_in };
+        Ok(Iteration { epoch_done: true, step, note })
     }
 
     fn progress(&self) -> Progress {
@@ -196,8 +292,9 @@ impl Algorithm for Cocoa {
             epoch: self.state.epoch,
             objective: last.map(|r| r.primal),
             gap: last.map(|r| r.gap),
-            // Any number of processes can serve the K slots; the elastic policy will set it.
-            desired_workers: None,
+            // Any number of processes can serve K static slots; an elastic run wants one per
+            // slot, so a scale-in releases the rest.
+            desired_workers: self.config.elastic().map(|_| self.state.slots),
             ..Progress::default()
         }
     }

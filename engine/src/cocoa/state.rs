@@ -1,5 +1,6 @@
 //! What a CoCoA checkpoint holds, and what one epoch changes in it.
 
+use super::elastic::ScaleIn;
 use crate::algorithm::Gap;
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +15,10 @@ pub struct CocoaState {
     pub alpha: Vec<f64>,
     /// Primal, dual and gap after each completed epoch.
     pub history: Vec<EpochRecord>,
+    /// The current slot count K (it only changes by an elastic scale-in).
+    pub slots: u32,
+    /// Every scale-in so far, in order: a restarted master replays them from here.
+    pub scale_ins: Vec<ScaleIn>,
 }
 
 /// The objectives after one epoch.
@@ -24,6 +29,9 @@ pub struct EpochRecord {
     /// `D(alpha) = -sum loss*(-alpha) - |v|^2 / (2 lambda)`.
     pub dual: f64,
     pub gap: Gap,
+    /// The epoch's wall time in seconds as the run's clock measured it (the elastic
+    /// policy's wall clock); `None` without a clock.
+    pub seconds: Option<f64>,
 }
 
 impl EpochRecord {
@@ -36,7 +44,7 @@ impl EpochRecord {
         } else {
             f64::INFINITY
         };
-        Self { primal, dual, gap: Gap { absolute, relative } }
+        Self { primal, dual, gap: Gap { absolute, relative }, seconds: None }
     }
 }
 
@@ -50,4 +58,6 @@ pub struct CocoaStep {
     /// `(feature, new exact value)` for every entry of `v` that changed.
     pub v: Vec<(u32, i128)>,
     pub record: EpochRecord,
+    /// The scale-in decided after this epoch, if any.
+    pub scale_in: Option<ScaleIn>,
 }

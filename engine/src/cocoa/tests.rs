@@ -275,3 +275,110 @@ fn more_slots_need_more_epochs() {
         .collect();
     assert!(epochs[0] <= epochs[1] && epochs[1] <= epochs[2], "epochs to 1e-8 for K=1,2,4: {epochs:?}");
 }
+
+fn elastic(loss: Loss, l2: f64, slots: u32, min: u32, epochs: u32, gap: f64) -> CocoaConfig {
+    config(loss, l2, slots, 1, epochs, gap).with_elastic(ElasticConfig::chicle(min, Clock::Epochs).unwrap()).unwrap()
+}
+
+/// Elastic on the epoch clock: K = 8 scales in (8 -> 2 -> 1 here) at knees the policy finds in
+/// the gap curve, reaches the optimum's certificate, and the run is the same bytes on 1 and 3
+/// threads and when every slot is rebuilt from the committed duals mid-run.
+#[test]
+fn elastic_runs_scale_in_reach_the_optimum_and_repeat_bit_for_bit() {
+    let problem = problem(Loss::Logistic, 8);
+    let l2 = 0.05;
+    let newton = reference::logistic(&problem.rows, &problem.targets, problem.features, l2);
+    let best = reference::objective(Loss::Logistic, &problem.rows, &problem.targets, &newton, l2);
+    let config = elastic(Loss::Logistic, l2, 8, 1, 5000, 1e-10);
+    let one = train(&problem, config, 1);
+    let state = one.state();
+    let path: Vec<(u32, u32, u32)> = state.scale_ins.iter().map(|s| (s.epoch, s.from, s.to)).collect();
+    println!("scale-ins (epoch, from, to): {path:?} in {} epochs", state.epoch);
+    assert_eq!(one.stop_reason(), Some(StopReason::GapReached));
+    assert!(!state.scale_ins.is_empty(), "no scale-in in {} epochs", state.epoch);
+    assert!(state.scale_ins.windows(2).all(|w| w[0].to == w[1].from && w[0].epoch < w[1].epoch), "{path:?}");
+    assert_eq!(state.scale_ins[0].from, 8);
+    assert_eq!(state.slots, state.scale_ins.last().unwrap().to);
+    assert_eq!(one.progress().desired_workers, Some(state.slots));
+    assert_eq!(one.kernel().units(), state.slots as usize);
+    assert!(relative(one.progress().objective.unwrap(), best) <= 1e-9);
+    for s in &state.scale_ins {
+        assert!(s.short_rate * 1.25 < s.long_rate, "{s:?}");
+    }
+    // The dual never falls, across scale-ins too: merged slots start from the committed duals.
+    assert!(state.history.windows(2).all(|w| w[1].dual >= w[0].dual - 1e-12 * w[0].primal.abs()));
+
+    let three = train(&problem, config, 3);
+    assert_eq!(encode(one.state()), encode(three.state()));
+    let mut disturbed = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(disturbed.kernel().clone(), &problem.grid, 2);
+    while disturbed.stop_reason().is_none() {
+        disturbed.next_iter(&mut runner).unwrap();
+        if disturbed.state().epoch.is_multiple_of(3) {
+            runner.restore_all(&disturbed.mirror()).unwrap();
+        }
+    }
+    assert_eq!(encode(one.state()), encode(disturbed.state()));
+    assert_eq!(weights_bits(&one), weights_bits(&disturbed));
+}
+
+/// A checkpoint's steps replay the scale-ins: a restarted master resumes with the slot count
+/// and kernel the run had, and goes on to the same bytes.
+#[test]
+fn replayed_scale_ins_resume_the_run_where_it_was() {
+    let problem = problem(Loss::Hinge, 9);
+    let config = elastic(Loss::Hinge, 0.05, 8, 2, 3000, 1e-7);
+    let undisturbed = train(&problem, config, 2);
+    let first = undisturbed.state().scale_ins.first().copied().expect("a scale-in");
+
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
+    let mut steps = Vec::new();
+    while cocoa.state().epoch < first.epoch + 1 {
+        let step = cocoa.next_iter(&mut runner).unwrap().step;
+        steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
+    }
+    // The restarted master: a fresh algorithm, the steps replayed, a new runner on its kernel.
+    let mut resumed = Cocoa::for_grid(config, &problem.grid).unwrap();
+    for step in steps {
+        resumed.replay(step).unwrap();
+    }
+    assert_eq!(resumed.state(), cocoa.state());
+    assert_eq!(resumed.kernel(), cocoa.kernel());
+    assert_eq!(resumed.kernel().units(), first.to as usize);
+    let mut runner = LocalRunner::new(resumed.kernel().clone(), &problem.grid, 2);
+    runner.restore_all(&resumed.mirror()).unwrap();
+    while resumed.stop_reason().is_none() {
+        resumed.next_iter(&mut runner).unwrap();
+    }
+    assert_eq!(encode(resumed.state()), encode(undisturbed.state()));
+    assert!(resumed.state().slots >= 2, "never below the minimum");
+
+    // A step whose scale-in does not follow from the state is refused.
+    let mut bad = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(bad.kernel().clone(), &problem.grid, 1);
+    let mut step = bad.next_iter(&mut runner).unwrap().step;
+    step.scale_in = Some(ScaleIn { from: 4, ..first });
+    let mut fresh = Cocoa::for_grid(config, &problem.grid).unwrap();
+    assert!(fresh.replay(step.clone()).is_err());
+    step.scale_in = Some(ScaleIn { to: 3, ..first });
+    assert!(fresh.replay(step).is_err(), "3 is not on the 8 -> 2 schedule");
+}
+
+/// The wall-clock policy needs a clock; with one, each epoch's seconds are recorded.
+#[test]
+fn the_wall_clock_policy_is_refused_without_a_clock() {
+    let problem = problem(Loss::Logistic, 10);
+    let config =
+        config(Loss::Logistic, 0.1, 4, 1, 5, 0.0).with_elastic(ElasticConfig::chicle(1, Clock::Wall).unwrap()).unwrap();
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 1);
+    assert!(matches!(cocoa.next_iter(&mut runner), Err(EngineError::InvalidParameter { name: "elastic clock", .. })));
+    let ticks = std::sync::atomic::AtomicU64::new(0);
+    let ticks: &'static _ = Box::leak(Box::new(ticks));
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid)
+        .unwrap()
+        .with_clock(Box::new(|| ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as f64));
+    cocoa.next_iter(&mut runner).unwrap();
+    assert_eq!(cocoa.state().history[0].seconds, Some(1.0), "one tick per epoch");
+}

@@ -537,7 +537,7 @@ impl Algorithm for Scd {
 
     fn next_iter<R: Runner<ScdKernel>>(&mut self, runner: &mut R) -> Result<Iteration<ScdStep>, R::Error> {
         let (_, step) = self.step(&mut Phases(runner))?;
-        Ok(Iteration { epoch_done: matches!(step, ScdStep::Epoch(_)), step })
+        Ok(Iteration { epoch_done: matches!(step, ScdStep::Epoch(_)), step, note: None })
     }
 
     fn progress(&self) -> Progress {

@@ -3,20 +3,10 @@
 use super::auth::JobSecret;
 use super::proto;
 use crate::error::{LineaError, Result};
-use std::time::Duration;
+use linea_proto::client::{MasterClient, Timeouts};
 
-async fn connect(
-    master: &str,
-    secret: &JobSecret,
-) -> Result<proto::master_client::MasterClient<super::auth::Authenticated>> {
-    let channel = tonic::transport::Endpoint::from_shared(master.to_string())
-        .map_err(|e| LineaError::Usage(format!("{master}: not a valid address: {e}")))?
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(10))
-        .connect()
-        .await
-        .map_err(|e| LineaError::Remote { peer: master.into(), message: format!("unreachable ({e})") })?;
-    Ok(proto::master_client::MasterClient::with_interceptor(channel, secret.attach()))
+async fn connect(master: &str, secret: &JobSecret) -> Result<MasterClient> {
+    Ok(linea_proto::client::connect_master(master, secret, Timeouts::COMMAND).await?)
 }
 
 fn block_on<T>(work: impl Future<Output = Result<T>>) -> Result<T> {

@@ -19,6 +19,8 @@ pub struct RunStatus {
     pub objective: f64,
     pub gap: Option<Gap>,
     pub desired_workers: Option<u32>,
+    /// The algorithm's last decision about the worker count, for status.
+    pub scaling: String,
     pub examples_per_second: f64,
     pub error: String,
 }
@@ -31,7 +33,8 @@ pub struct Hub {
     /// What rebuilding a unit needs, always matching the units' current version.
     pub bases: Arc<dyn UnitBases>,
     pub status: Mutex<RunStatus>,
-    pub job: proto::JobInfo,
+    /// What a joining worker is told; the kernel changes when the algorithm reconfigures.
+    pub job: Mutex<proto::JobInfo>,
     pub max_epochs: u32,
     pub model: String,
 }
@@ -50,9 +53,23 @@ impl Hub {
         send(outboxes, step(scheduler));
     }
 
+    /// The job description with a new kernel and a new session (so workers drop what they
+    /// hold of the old one), as the message to send to every worker.
+    pub fn set_kernel(&self, kernel: Vec<u8>) -> proto::MasterMessage {
+        let mut job = self.job.lock().expect("job lock");
+        job.kernel = kernel;
+        job.session = new_session();
+        proto::MasterMessage { body: Some(master_message::Body::Job(job.clone())) }
+    }
+
     pub fn set_status(&self, update: impl FnOnce(&mut RunStatus)) {
         update(&mut self.status.lock().expect("status lock"));
     }
+}
+
+/// A random session name: workers tell one master session's partial sums from another's.
+pub fn new_session() -> String {
+    format!("{:016x}", rand::random::<u64>())
 }
 
 fn send(outboxes: &mut Outboxes, messages: Outbox) {
@@ -85,11 +102,15 @@ impl proto::master_server::Master for Service {
             return Err(Status::invalid_argument("a session starts with Join"));
         };
         let (outbox, messages) = unbounded_channel();
-        let job = proto::MasterMessage { body: Some(master_message::Body::Job(self.hub.job.clone())) };
-        outbox.send(Ok(job)).expect("receiver is here");
         let hub = self.hub.clone();
         let key = {
+            // The job is read under the hub lock, so a reconfiguration either reaches this
+            // worker through its outbox or is already in the description it gets here.
             let mut guard = hub.state.lock().expect("hub lock");
+            let job = hub.job.lock().expect("job lock").clone();
+            outbox
+                .send(Ok(proto::MasterMessage { body: Some(master_message::Body::Job(job)) }))
+                .expect("receiver is here");
             let (scheduler, outboxes) = &mut *guard;
             let (key, messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
             outboxes.insert(key, outbox);
@@ -174,9 +195,11 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         error: run.error,
         workers,
         max_epochs: hub.max_epochs,
-        algorithm: hub.job.algorithm.clone(),
+        algorithm: hub.job.lock().expect("job lock").algorithm.clone(),
         gap_absolute: run.gap.map(|g| g.absolute),
         gap_relative: run.gap.map(|g| g.relative),
         desired_workers: run.desired_workers,
+        released_workers: scheduler.released.clone(),
+        scaling_reason: run.scaling,
     }
 }

@@ -26,9 +26,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// Largest gRPC message: a phase carries whole blocks of parameters.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
-
 pub struct MasterOptions {
     pub train: TrainOptions,
     /// Address to listen on, e.g. `0.0.0.0:7070` (port 0: any free port).
@@ -38,16 +35,22 @@ pub struct MasterOptions {
     pub secret: JobSecret,
 }
 
-/// The kernel's mirror with the unit-state version it matches.
+/// The kernel, its mirror, and the unit-state version they match.
 pub struct Mirrored<K: Kernel> {
-    kernel: K,
-    mirror: RwLock<(u64, K::Mirror)>,
+    current: RwLock<(u64, K, K::Mirror)>,
+}
+
+impl<K: Kernel> Mirrored<K> {
+    fn version(&self) -> u64 {
+        self.current.read().expect("mirror lock").0
+    }
 }
 
 impl<K: Kernel> UnitBases for Mirrored<K> {
     fn base(&self, unit: usize) -> Option<(u64, Vec<u8>)> {
-        let guard = self.mirror.read().expect("mirror lock");
-        (unit < self.kernel.units()).then(|| (guard.0, encode(&self.kernel.unit_base(&guard.1, unit))))
+        let guard = self.current.read().expect("mirror lock");
+        let (version, kernel, mirror) = &*guard;
+        (unit < kernel.units()).then(|| (*version, encode(&kernel.unit_base(mirror, unit))))
     }
 }
 
@@ -59,9 +62,9 @@ pub struct RemoteRunner<K: Kernel> {
 }
 
 impl<K: Kernel> RemoteRunner<K> {
-    /// The number of state-changing phases the units have seen.
+    /// The number of state-changing phases (and reconfigurations) the units have seen.
     pub fn version(&self) -> u64 {
-        self.bases.mirror.read().expect("mirror lock").0
+        self.bases.version()
     }
 }
 
@@ -88,11 +91,27 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
             .expect("the scheduler answers every phase")
             .map_err(|message| LineaError::Remote { peer: "a worker".into(), message })?;
         if request.mutates {
-            let mut guard = self.bases.mirror.write().expect("mirror lock");
-            self.kernel.commit(&mut guard.1, &request.phase, &output);
+            let mut guard = self.bases.current.write().expect("mirror lock");
+            self.kernel.commit(&mut guard.2, &request.phase, &output);
             guard.0 += 1;
         }
         Ok(output)
+    }
+
+    /// A new kernel between phases: the version goes up so that no unit state of the old
+    /// configuration is used again, every worker is sent the new job description (a worker
+    /// drops its units when the kernel changes and rebuilds them from the new bases), and the
+    /// scheduler forgets who owned which unit.
+    fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<()> {
+        {
+            let mut guard = self.bases.current.write().expect("mirror lock");
+            *guard = (guard.0 + 1, kernel.clone(), mirror);
+        }
+        let (units, bytes) = (kernel.units(), encode(&kernel));
+        self.kernel = kernel;
+        let hub = &self.hub;
+        hub.dispatch(|s| s.reconfigure(units, hub.set_kernel(bytes)));
+        Ok(())
     }
 }
 
@@ -130,7 +149,7 @@ impl<K: Kernel> Server<K> {
         mirror: K::Mirror,
         version: u64,
     ) -> Result<Self> {
-        let bases = Arc::new(Mirrored { kernel: kernel.clone(), mirror: RwLock::new((version, mirror)) });
+        let bases = Arc::new(Mirrored { current: RwLock::new((version, kernel.clone(), mirror)) });
         let hub = Arc::new(Hub {
             state: Mutex::new((Scheduler::new(kernel.units()), HashMap::new())),
             bases: bases.clone(),
@@ -141,16 +160,17 @@ impl<K: Kernel> Server<K> {
                 objective: job.progress.objective.unwrap_or(f64::NAN),
                 gap: job.progress.gap,
                 desired_workers: job.progress.desired_workers,
+                scaling: String::new(),
                 examples_per_second: 0.0,
                 error: String::new(),
             }),
-            job: proto::JobInfo {
+            job: Mutex::new(proto::JobInfo {
                 data: job.data,
                 loss: job.loss.name().to_string(),
-                session: format!("{:016x}", rand::random::<u64>()),
+                session: super::hub::new_session(),
                 algorithm: job.algorithm.to_string(),
                 kernel: encode(&kernel),
-            },
+            }),
             max_epochs: job.max_epochs,
             model: job.model,
         });
@@ -159,18 +179,13 @@ impl<K: Kernel> Server<K> {
         let address = listener.local_addr().map_err(LineaError::io(listen))?;
         tracing::info!(%address, "master listening");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let service = tonic::service::interceptor::InterceptedService::new(
-            proto::master_server::MasterServer::new(Service { hub: hub.clone() })
-                .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                .max_encoding_message_size(MAX_MESSAGE_BYTES),
-            secret.check(),
-        );
+        let service = linea_proto::server::master(Service { hub: hub.clone() }, secret);
         let task = runtime.spawn(
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(10)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(20)))
                 .add_service(service)
-                .serve_with_incoming_shutdown(super::incoming(listener), async {
+                .serve_with_incoming_shutdown(linea_proto::server::incoming(listener), async {
                     let _ = stopped.await;
                 }),
         );
@@ -201,7 +216,7 @@ impl<K: Kernel> Server<K> {
 fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
     let manifest = serde_json::to_vec(&layout.manifest).expect("serializes");
     format!(
-        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|manifest-crc32c:{:08x}",
+        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|elastic={:?}|manifest-crc32c:{:08x}",
         options.algorithm,
         options.loss.name(),
         options.l2,
@@ -212,6 +227,7 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
         options.slots,
         options.local_passes,
         options.gap_tolerance,
+        options.elastic,
         crc32c::crc32c(&manifest)
     )
 }
@@ -294,17 +310,21 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let scale = layout.manifest.target_scale(train.loss);
         let outcome =
             driver::drive(&mut algorithm, &mut runner, sizes, progress, &mut trace, |algorithm, iteration, trace| {
-                let version = server.bases.mirror.read().expect("mirror lock").0;
+                let version = server.bases.version();
                 if let Some(c) = &mut checkpoints {
                     c.save(algorithm, iteration, version, trace)?;
                 }
                 let report = algorithm.progress();
+                hub.dispatch(|s| s.set_desired(report.desired_workers.map(|n| n as usize)));
                 hub.set_status(|s| {
                     s.iteration += 1;
                     s.epoch = report.epoch;
                     s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));
                     s.gap = report.gap;
                     s.desired_workers = report.desired_workers;
+                    if let Some(note) = &iteration.note {
+                        s.scaling = note.clone();
+                    }
                     if let (true, [.., a, b]) = (iteration.epoch_done, trace) {
                         s.examples_per_second = sizes.0 / (b.seconds - a.seconds).max(1e-9);
                     }

@@ -115,6 +115,10 @@ pub struct Scheduler {
     next_worker: WorkerKey,
     /// Why the run was stopped from outside; every phase fails with it.
     aborted: Option<String>,
+    /// The most workers the algorithm wants (elastic CoCoA: one per slot); `None`: any.
+    desired: Option<usize>,
+    /// Workers released because the algorithm wanted fewer, oldest release first.
+    pub released: Vec<String>,
     pub counters: Counters,
 }
 
@@ -134,6 +138,8 @@ impl Scheduler {
             next_phase: 1,
             next_worker: 1,
             aborted: None,
+            desired: None,
+            released: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -153,7 +159,41 @@ impl Scheduler {
         let threads = threads.max(1);
         let slot = WorkerSlot { id, address, threads, running: 0, draining: false, phase_sent: 0 };
         self.workers.insert(key, slot);
-        (key, self.assign())
+        let mut outbox = self.release_surplus();
+        outbox.extend(self.assign());
+        (key, outbox)
+    }
+
+    /// The units changed (the algorithm reconfigured its kernel between phases): nobody
+    /// owns a unit now, so whoever runs one next rebuilds it from the master's base; every
+    /// worker is sent `job`, the new description.
+    pub fn reconfigure(&mut self, units: usize, job: proto::MasterMessage) -> Outbox {
+        debug_assert!(self.phase.is_none(), "reconfigured during a phase");
+        self.units = units;
+        self.owner = vec![None; units];
+        self.prior = vec![None; units];
+        self.workers.keys().map(|&k| (k, job.clone())).collect()
+    }
+
+    /// The algorithm wants at most `desired` workers: the newest beyond that many are
+    /// drained (they hand over what they own, as on preemption, and are released once
+    /// nothing depends on them), and a worker that joins while there are enough is too.
+    pub fn set_desired(&mut self, desired: Option<usize>) -> Outbox {
+        self.desired = desired;
+        self.release_surplus()
+    }
+
+    fn release_surplus(&mut self) -> Outbox {
+        let Some(desired) = self.desired else { return Outbox::new() };
+        let active: Vec<WorkerKey> = self.workers.iter().filter(|(_, w)| !w.draining).map(|(&k, _)| k).collect();
+        let mut outbox = Outbox::new();
+        for &key in active.iter().skip(desired.max(1)) {
+            if let Some(w) = self.workers.get(&key) {
+                self.released.push(w.id.clone());
+            }
+            outbox.extend(self.drain(key));
+        }
+        outbox
     }
 
     /// Starts a phase; its result goes to `reply` when every item is done.
@@ -715,5 +755,60 @@ mod tests {
         assert!(s.counters.steals >= 2, "b keeps stealing while a has a backlog");
         let on_b = s.owner.iter().filter(|&&o| o == Some(b)).count();
         assert!((2..=4).contains(&on_b), "units spread over both workers: {on_b} of 8 on b");
+    }
+
+    fn kinds(outbox: &Outbox) -> Vec<(WorkerKey, &'static str)> {
+        outbox
+            .iter()
+            .map(|(k, m)| {
+                let kind = match &m.body {
+                    Some(master_message::Body::Job(_)) => "job",
+                    Some(master_message::Body::Drain(_)) => "drain",
+                    Some(master_message::Body::Release(_)) => "release",
+                    Some(master_message::Body::Assignment(_)) => "assignment",
+                    None => "empty",
+                };
+                (*k, kind)
+            })
+            .collect()
+    }
+
+    /// Elastic scale-in: the units change between phases (every worker gets the new job and
+    /// no unit keeps an owner), and the newest workers beyond the wanted count are drained
+    /// and released — exactly those, once, and a newcomer while there are enough.
+    #[test]
+    fn a_reconfigured_job_reaches_every_worker_and_surplus_workers_are_released() {
+        let mut s = Scheduler::new(8);
+        let keys: Vec<WorkerKey> =
+            ["a", "b", "c", "d"].iter().map(|n| s.join(n.to_string(), format!("http://{n}"), 1).0).collect();
+        let (_, sent) = start(&mut s, Collect::Sums(1));
+        run_all(&mut s, sent);
+        assert!(s.owner.iter().all(Option::is_some));
+        let job = message(master_message::Body::Job(proto::JobInfo::default()));
+        let sent = s.reconfigure(2, job);
+        assert_eq!(kinds(&sent), keys.iter().map(|&k| (k, "job")).collect::<Vec<_>>());
+        assert_eq!((s.owner.len(), s.prior.len()), (2, 2));
+        assert!(s.owner.iter().chain(&s.prior).all(Option::is_none), "merged units are rebuilt from the master");
+        let sent = s.set_desired(Some(2));
+        let released: Vec<_> = kinds(&sent).into_iter().filter(|(_, kind)| *kind != "assignment").collect();
+        assert_eq!(released, [(keys[2], "drain"), (keys[2], "release"), (keys[3], "drain"), (keys[3], "release")]);
+        assert_eq!(s.released, ["c", "d"]);
+        assert!(s.set_desired(Some(2)).is_empty(), "released once");
+        let (e, sent) = s.join("e".into(), "http://e".into(), 1);
+        assert_eq!(kinds(&sent)[..2], [(e, "drain"), (e, "release")], "a newcomer beyond the count goes at once");
+        assert_eq!(s.released, ["c", "d", "e"]);
+        let (_, sent) = start(&mut s, Collect::Sums(1));
+        assert!(sent.iter().all(|(w, _, _)| keys[..2].contains(w)), "the two kept workers run the two units");
+        run_all(&mut s, sent);
+        // Without a wanted count (SCD, static CoCoA) nobody is surplus.
+        assert!(s.set_desired(None).is_empty());
+        assert_eq!(
+            s.join("f".into(), "http://f".into(), 1)
+                .1
+                .iter()
+                .filter(|(_, m)| matches!(m.body, Some(master_message::Body::Release(_))))
+                .count(),
+            0
+        );
     }
 }

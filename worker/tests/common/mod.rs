@@ -2,6 +2,8 @@
 //! grid's rows in the plain sparse form the reference solvers take.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod processes;
+
 use linea_engine::Loss;
 use linea_engine::scd::{Scd, ScdConfig};
 use linea_worker::gridload::{self, LoadedGrid};

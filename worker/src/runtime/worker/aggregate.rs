@@ -59,6 +59,8 @@ impl WorkerCore {
     pub(super) fn local_partial(&self, phase: u64, begin: usize, end: usize) -> Option<Partial> {
         let partials = self.partials.lock().expect("partials lock");
         let p = partials.get(&phase)?;
-        (end <= p.sums.len()).then(|| Partial { units: p.units.clone(), sums: p.sums[begin..end].to_vec() })
+        // The range comes from a peer's request: out of bounds is "none here", not a panic.
+        let sums = p.sums.get(begin..end)?;
+        Some(Partial { units: p.units.clone(), sums: sums.to_vec() })
     }
 }

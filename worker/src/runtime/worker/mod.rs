@@ -19,19 +19,19 @@ mod session;
 mod unit_grid;
 
 use crate::error::{LineaError, Result};
-use crate::runtime::auth::{Authenticated, JobSecret};
-use crate::runtime::master::MAX_MESSAGE_BYTES;
+use crate::runtime::auth::JobSecret;
 use crate::runtime::proto::{self, work_item};
 use aggregate::Partial;
 use grid::Grid;
 use kernels::{AnyPhase, AnyState, DynKernel};
 use linea_engine::algorithm::{Contribution, Reduction};
+use linea_proto::client::{MasterClient, PeerClient, Timeouts};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::Status;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use unit_grid::UnitGrid;
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
@@ -134,28 +134,17 @@ impl WorkerCore {
         if let Some(c) = channels.get(address) {
             return Ok(c.clone());
         }
-        let channel = Endpoint::from_shared(address.to_string())
-            .map_err(|e| LineaError::Usage(format!("{address}: not a valid address: {e}")))?
-            .connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(20))
-            .connect_lazy();
+        let channel = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME)?;
         channels.insert(address.to_string(), channel.clone());
         Ok(channel)
     }
 
-    fn master(&self) -> Result<proto::master_client::MasterClient<Authenticated>> {
-        let client = proto::master_client::MasterClient::with_interceptor(
-            self.channel(&self.options.master)?,
-            self.options.secret.attach(),
-        );
-        Ok(client.max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES))
+    fn master(&self) -> Result<MasterClient> {
+        Ok(linea_proto::client::master(self.channel(&self.options.master)?, &self.options.secret))
     }
 
-    fn peer(&self, address: &str) -> Result<proto::peer_client::PeerClient<Authenticated>> {
-        let client =
-            proto::peer_client::PeerClient::with_interceptor(self.channel(address)?, self.options.secret.attach());
-        Ok(client.max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES))
+    fn peer(&self, address: &str) -> Result<PeerClient> {
+        Ok(linea_proto::client::peer(self.channel(address)?, &self.options.secret))
     }
 
     /// A new session: open the grid and the kernel if they are another job's, drop partial

@@ -2,9 +2,7 @@
 //! run items until released; SIGTERM or a Drain makes it ask for no more work.
 
 use super::WorkerCore;
-use super::peer::PeerService;
 use crate::error::{LineaError, Result};
-use crate::runtime::master::MAX_MESSAGE_BYTES;
 use crate::runtime::proto::{self, master_message, worker_message};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,14 +24,11 @@ enum SessionEnd {
 }
 
 pub(super) async fn serve(core: Arc<WorkerCore>, listener: tokio::net::TcpListener) -> Result<()> {
-    let peer = tonic::service::interceptor::InterceptedService::new(
-        proto::peer_server::PeerServer::new(PeerService::new(core.clone()))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        core.options.secret.check(),
-    );
+    let peer = linea_proto::server::peer(core.clone(), &core.options.secret);
     tokio::spawn(
-        tonic::transport::Server::builder().add_service(peer).serve_with_incoming(crate::runtime::incoming(listener)),
+        tonic::transport::Server::builder()
+            .add_service(peer)
+            .serve_with_incoming(linea_proto::server::incoming(listener)),
     );
     let terminate = Arc::new(tokio::sync::Notify::new());
     spawn_signal_watch(terminate.clone());

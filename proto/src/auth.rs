@@ -1,11 +1,13 @@
-//! The per-job secret that authenticates every master-worker and worker-worker call.
+//! The per-job secret that authenticates every master-worker, worker-worker and
+//! operator-master call.
 //!
-//! It comes from `LINEA_JOB_SECRET` or a file (a mounted Kubernetes Secret), travels as
-//! `authorization: Bearer ...`, and is compared in constant time. It is never printed:
-//! `Debug` shows a fixed string. The channel itself is plain HTTP/2 inside the cluster
-//! network; docs/architecture.md says what that does and does not protect.
+//! It comes from `LINEA_JOB_SECRET` or a file (a mounted Kubernetes Secret; the operator
+//! derives it from its key and the job's uid), travels as `authorization: Bearer ...`, and
+//! is compared in constant time. It is never printed: `Debug` shows a fixed string. The
+//! channel itself is plain HTTP/2 inside the cluster network; docs/architecture.md says what
+//! that does and does not protect.
 
-use crate::error::{LineaError, Result};
+use crate::error::{ProtoError, Result};
 use std::sync::Arc;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
@@ -26,11 +28,12 @@ impl JobSecret {
     pub fn new(secret: &str) -> Result<Self> {
         let secret = secret.trim();
         if secret.len() < 16 || !secret.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(LineaError::Usage(
+            return Err(ProtoError::InvalidSecret(
                 "the job secret must be at least 16 printable ASCII characters without spaces".into(),
             ));
         }
-        let value = format!("Bearer {secret}").parse().map_err(|_| LineaError::Usage("invalid job secret".into()))?;
+        let value =
+            format!("Bearer {secret}").parse().map_err(|_| ProtoError::InvalidSecret("invalid job secret".into()))?;
         Ok(Self(Arc::new(value)))
     }
 
@@ -38,12 +41,13 @@ impl JobSecret {
     pub fn load(file: Option<&str>) -> Result<Self> {
         match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(LineaError::io(path))?;
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ProtoError::SecretFile { path: path.into(), source })?;
                 Self::new(&text)
             }
             None => match std::env::var(SECRET_ENV) {
                 Ok(value) => Self::new(&value),
-                Err(_) => Err(LineaError::Usage(format!("no job secret: set {SECRET_ENV} or pass --secret-file"))),
+                Err(_) => Err(ProtoError::NoSecret),
             },
         }
     }
@@ -60,16 +64,8 @@ impl JobSecret {
     }
 
     /// Server side: refuses calls without the secret.
-    pub fn check(&self) -> impl Fn(Request<()>) -> Result<Request<()>, Status> + Clone + Send + Sync + 'static {
-        let expected = self.0.clone();
-        move |request: Request<()>| {
-            let given = request.metadata().get("authorization").map(|v| v.as_bytes()).unwrap_or_default();
-            if constant_time_eq(given, expected.as_bytes()) {
-                Ok(request)
-            } else {
-                Err(Status::unauthenticated("wrong or missing job secret"))
-            }
-        }
+    pub fn check(&self) -> Check {
+        Check(self.0.clone())
     }
 
     /// Client side: adds the secret to every call.
@@ -89,9 +85,26 @@ impl Interceptor for Attach {
     }
 }
 
+/// The server interceptor of [`JobSecret::check`]: UNAUTHENTICATED unless the call carries
+/// the secret.
+#[derive(Clone)]
+pub struct Check(Arc<MetadataValue<Ascii>>);
+
+impl Interceptor for Check {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let given = request.metadata().get("authorization").map(|v| v.as_bytes()).unwrap_or_default();
+        if constant_time_eq(given, self.0.as_bytes()) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("wrong or missing job secret"))
+        }
+    }
+}
+
 /// A client channel that authenticates every call.
 pub type Authenticated = tonic::service::interceptor::InterceptedService<tonic::transport::Channel, Attach>;
 
+/// Equal without an early exit, so the time taken does not tell how much of a guess was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -104,13 +117,20 @@ mod tests {
     fn the_secret_is_checked_and_never_shown() {
         let secret = JobSecret::new("0123456789abcdef-secret").unwrap();
         assert!(!format!("{secret:?}").contains("0123456789abcdef"));
-        let check = secret.check();
-        assert!(check(secret.attach().call(Request::new(())).unwrap()).is_ok());
+        let mut check = secret.check();
+        assert!(check.call(secret.attach().call(Request::new(())).unwrap()).is_ok());
         let other = JobSecret::new("0123456789abcdef-other").unwrap();
-        let refused = check(other.attach().call(Request::new(())).unwrap()).unwrap_err();
+        let refused = check.call(other.attach().call(Request::new(())).unwrap()).unwrap_err();
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
-        assert_eq!(check(Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
-        assert!(JobSecret::new("short").is_err());
+        assert_eq!(check.call(Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert!(matches!(JobSecret::new("short"), Err(ProtoError::InvalidSecret(_))));
+        assert!(JobSecret::new("0123456789abcdef with spaces").is_err());
         assert_eq!(JobSecret::new(secret.expose()).unwrap().expose(), secret.expose());
+    }
+
+    #[test]
+    fn a_missing_secret_file_names_the_file() {
+        let error = JobSecret::load(Some("/nonexistent/linea-secret")).unwrap_err();
+        assert!(error.to_string().starts_with("/nonexistent/linea-secret: "), "{error}");
     }
 }

@@ -1,0 +1,132 @@
+//! Helpers for tests that run the `linea` binary as real processes: the command with the
+//! test job secret, a master's status polled until a condition holds, worker processes.
+
+use super::data;
+use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
+use linea_worker::runtime::client;
+use linea_worker::runtime::proto::StatusReply;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SECRET: &str = "test-secret-0123456789abcdef";
+
+pub fn linea(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
+    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET);
+    command
+}
+
+pub fn ok(args: &[&str]) {
+    let out = linea(args).output().unwrap();
+    assert!(out.status.success(), "linea {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+pub fn path(dir: &Path, name: &str) -> String {
+    dir.join(name).to_string_lossy().into_owned()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Cluster {
+    pub master_url: String,
+    pub secret: JobSecret,
+    /// Where workers' logs go (their closing line counts cells by source).
+    pub logs: Option<std::path::PathBuf>,
+}
+
+impl Cluster {
+    pub fn status(&self) -> Option<StatusReply> {
+        client::status(&self.master_url, &self.secret).ok()
+    }
+
+    /// Polls the master's status until `done` holds.
+    pub fn wait_for(&self, what: &str, done: impl Fn(&StatusReply) -> bool) -> StatusReply {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            if let Some(status) = self.status().filter(|s| done(s)) {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; last status {:?}", self.status());
+            // A poll interval, not a synchronisation: the condition is checked again.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn worker(&self) -> Child {
+        let mut command = linea(&["worker", "--master", &self.master_url, "--threads", "1"]);
+        command.stdout(Stdio::null());
+        if let Some(dir) = &self.logs {
+            let log = tempfile::NamedTempFile::new_in(dir).unwrap().keep().unwrap().0;
+            command.stderr(log).env("RUST_LOG", "linea_worker=info");
+        }
+        command.spawn().unwrap()
+    }
+
+    /// Cells the workers got from peers and served to peers, from their closing lines.
+    pub fn cells_through_peers(&self) -> (u64, u64) {
+        let mut totals = (0, 0);
+        for entry in std::fs::read_dir(self.logs.as_ref().unwrap()).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines().filter(|l| l.contains(" done: ")) {
+                let number = |label: &str| -> u64 {
+                    let before = &line[..line.find(label).unwrap()];
+                    before.rsplit(' ').next().unwrap().parse().unwrap()
+                };
+                totals.0 += number(" from peers");
+                totals.1 += number(" served to peers");
+            }
+        }
+        totals
+    }
+}
+
+/// Index of the first of `children` to exit.
+pub fn first_exit(children: &mut [Child]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(i) = children.iter_mut().position(|c| c.try_wait().unwrap().is_some()) {
+            return i;
+        }
+        assert!(Instant::now() < deadline, "no process exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `linea master` with `args`, its output in `log` under `dir` (not --quiet: the log
+/// must say whether it resumed).
+pub fn start_master(dir: &Path, log: &str, args: &[&str]) -> Child {
+    let log = std::fs::File::create(path(dir, log)).unwrap();
+    let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
+    master.args(args).env(SECRET_ENV, SECRET);
+    master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+}
+
+/// The unit-state version a restarted master's log says it resumed at.
+pub fn resumed_version(log: &str) -> u64 {
+    let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+pub fn sigterm(child: &Child) {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+}
+
+/// Prepares `input` into `dir/grid` with `linea prepare`; returns the grid's path.
+pub fn prepare_grid(dir: &Path, input: &str, format: &str, rows_per_shard: &str) -> String {
+    let grid = path(dir, "grid");
+    ok(&[
+        "prepare",
+        "--input",
+        &data(input),
+        "--format",
+        format,
+        "--output",
+        &grid,
+        "--rows-per-shard",
+        rows_per_shard,
+    ]);
+    grid
+}
