@@ -1193,7 +1193,8 @@ mod tests {
         assert_eq!((prepared.status.as_str(), prepared.reason.as_str()), ("True", reason::GRID_PREPARED));
         assert!(prepared.message.contains("32560 rows"), "{}", prepared.message);
         assert_eq!(started.created(), ["ads-master", "ads-worker-0", "ads-worker-1"]);
-        assert!(started.secret.is_some() && started.service.is_some());
+        // `job()` has its auth Secret recorded already, so the pods need not wait for one.
+        assert!(started.secret.is_none() && started.service.is_some() && started.budget.is_some());
         assert_eq!(reasons(&started), [reason::GRID_PREPARED, reason::RESOURCES_CREATED]);
         assert_eq!(started.status.phase, Some(Phase::Pending));
         assert!(started.deleted().is_empty(), "the finished prepare pod stays for its log");

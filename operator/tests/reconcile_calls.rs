@@ -426,30 +426,31 @@ async fn a_job_with_raw_data_runs_its_prepare_pod_first_then_the_rest() {
         call("GET", JOB, StatusCode::OK, stored(&job)),
         call("GET", PODS, StatusCode::OK, no_pods()),
         call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
+        call("GET", BUDGET, StatusCode::NOT_FOUND, not_found()),
         call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-prepare")),
         call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
         call("POST", EVENTS, StatusCode::CREATED, event_created()),
     ];
     let (_, sent) = reconcile_with(job.clone(), calls).await;
     let sent = &sent[1..];
-    assert_eq!(sent[2]["metadata"]["name"], "ads-prepare");
+    assert_eq!(sent[3]["metadata"]["name"], "ads-prepare");
     let args: Vec<&str> =
-        sent[2]["spec"]["containers"][0]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        sent[3]["spec"]["containers"][0]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     assert_eq!(
         args[..7],
         ["prepare", "--input", "s3://raw/a9a.train.libsvm", "--format", "libsvm", "--output", "s3://data/grid"]
     );
-    assert_eq!(sent[2]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
-    let status = &sent[3]["status"];
+    assert_eq!(sent[3]["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+    let status = &sent[4]["status"];
     assert_eq!(status["phase"], "Preparing");
     let prepared = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Prepared").unwrap();
     assert_eq!((prepared["status"].as_str(), prepared["reason"].as_str()), (Some("False"), Some("Preparing")));
-    assert_eq!(sent[4]["reason"], "Preparing");
+    assert_eq!(sent[5]["reason"], "Preparing");
 
     // The prepare pod succeeded (as the kubelet reports it, with linea's summary).
     let mut job = job;
     job.status = Some(serde_json::from_value(status.clone()).unwrap());
-    let mut pod = sent[2].clone();
+    let mut pod = sent[3].clone();
     pod["metadata"]["uid"] = "prepare-uid".into();
     pod["status"] = serde_json::json!({"phase": "Succeeded", "containerStatuses": [{
         "name": "prepare", "image": "linea:test", "imageID": "", "ready": false, "restartCount": 0,
@@ -460,23 +461,23 @@ async fn a_job_with_raw_data_runs_its_prepare_pod_first_then_the_rest() {
         call("GET", JOB, StatusCode::OK, stored(&job)),
         call("GET", PODS, StatusCode::OK, pods),
         call("GET", SERVICE, StatusCode::NOT_FOUND, not_found()),
-        call("POST", SECRETS, StatusCode::CREATED, with_uid(echo("Secret", "ads-auth"), "secret-uid")),
+        call("GET", BUDGET, StatusCode::NOT_FOUND, not_found()),
+        call("POST", SECRETS, StatusCode::CREATED, with_uid(echo("Secret", "ads-auth-x7k2p"), "secret-uid")),
         call("PATCH", SERVICE, StatusCode::OK, echo("Service", "ads-master")),
-        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-master")),
-        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-0")),
-        call("POST", PODS, StatusCode::CREATED, echo("Pod", "ads-worker-1")),
+        call("PATCH", BUDGET, StatusCode::OK, budget_echo()),
+        // The pods wait for the Secret's name to be recorded (the next pass).
         call("PATCH", JOB_STATUS, StatusCode::OK, stored(&job)),
         call("POST", EVENTS, StatusCode::CREATED, event_created()),
         call("POST", EVENTS, StatusCode::CREATED, event_created()),
     ];
     let (_, sent) = reconcile_with(job, calls).await;
     let sent = &sent[1..];
-    let status = &sent[7]["status"];
+    let status = &sent[6]["status"];
     let prepared = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Prepared").unwrap();
     assert_eq!((prepared["status"].as_str(), prepared["reason"].as_str()), (Some("True"), Some("GridPrepared")));
     assert_eq!(status["phase"], "Pending");
     assert_eq!(
-        (sent[8]["reason"].as_str(), sent[9]["reason"].as_str()),
+        (sent[7]["reason"].as_str(), sent[8]["reason"].as_str()),
         (Some("GridPrepared"), Some("ResourcesCreated"))
     );
 }

@@ -324,7 +324,8 @@ enum Command {
 
 /// Runs a command. On success, returns what a Kubernetes pod running it says in its
 /// termination message (JSON), for the commands the operator runs and reads: `prepare`
-/// (the grid's size, and whether it was kept) and `master` (the model's epochs and objective).
+/// (the grid's size, and whether it was kept) and `master` (the model's epochs, objective and
+/// duality gap).
 pub fn run(cli: Cli) -> Result<Option<String>> {
     let progress = Progress::new(cli.quiet);
     match cli.command {
@@ -374,12 +375,17 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 progress.always(&format!("master listening on {address}"));
             })?;
             report_trained(&options.train, &summary);
-            // The operator's final status: the epoch count and objective in the header of
-            // the model just written (none if it cannot be read back; the run still succeeded).
+            // The operator's final status: the epoch count, objective and (CoCoA) relative
+            // duality gap in the header of the model just written (none if it cannot be read
+            // back; the run still succeeded).
             let model = eval::read_model(&options.train.model).ok();
             return Ok(model.map(|m| {
                 let t = &m.header.training;
-                serde_json::json!({"epochs": t.epochs, "objective": t.objective}).to_string()
+                let mut summary = serde_json::json!({"epochs": t.epochs, "objective": t.objective});
+                if let Some(gap) = t.duality_gap {
+                    summary["dualityGap"] = gap.into();
+                }
+                summary.to_string()
             }));
         }
         Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout, secret_file } => {
