@@ -76,6 +76,11 @@ TOOLS = {
                            note="Vowpal Wabbit default online learner; per-example l2 -> NOT the same objective"),
     "linea":          dict(kind="linea", ladder=[None], threads=[1, "all"], losses=("logistic", "squared"),
                            l1_ok=True, note="linea SCD, one long run per repeat; time-to-reach from its trace"),
+    # CoCoA+ with one slot is SDCA on the whole problem: the same family as LIBLINEAR's dual
+    # coordinate descent (-s 7 / -s 12), which is what it is compared with (issue 13).
+    "linea-cocoa":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "cocoa", "--slots", "1"],
+                           note="linea CoCoA+ K=1 (SDCA), one long run per repeat; time-to-reach from its trace"),
 }
 NOT_COMPARABLE = {
     "snapml-epoch": "one epoch only: a throughput measurement, not a run to the optimum",
@@ -85,7 +90,7 @@ NOT_COMPARABLE = {
 }
 DEFAULT_TOOLS = ["liblinear", "liblinear-dual", "sklearn-lbfgs", "sklearn-newton-cholesky",
                  "sklearn-ridge-cg", "sklearn-ridge-cholesky", "snapml", "snapml-epoch", "vw-bfgs", "vw-sgd",
-                 "liblinear-cli", "spark", "linea"]
+                 "liblinear-cli", "spark", "linea", "linea-cocoa"]
 
 
 def nthreads(t):
@@ -507,7 +512,7 @@ def linea_input(args, ctx):
     return path, "vw", True
 
 
-def run_linea(args, ctx, nthr, tag, exe):
+def run_linea(tool, args, ctx, nthr, tag, exe):
     wd = ctx["wd"]
     prep = ctx.get("linea_prepared")
     recs = []
@@ -526,8 +531,11 @@ def run_linea(args, ctx, nthr, tag, exe):
     model = os.path.join(wd, f"linea.{tag}.model")
     trace = os.path.join(wd, f"linea.{tag}.trace.csv")
     cmd = [exe, "train", "--data", out, "--model", model, "--loss", args.loss, "--l2", repr(args.l2),
-           "--epochs", str(args.linea_epochs), "--tolerance", repr(args.linea_tolerance),
-           "--threads", str(nthr), "--trace", trace]
+           "--epochs", str(args.linea_epochs), "--threads", str(nthr), "--trace", trace]
+    algorithm = TOOLS[tool].get("algorithm")
+    # SCD stops on relative objective change; CoCoA on its duality gap (relative to the primal).
+    cmd += algorithm + ["--gap-tolerance", repr(args.linea_tolerance)] if algorithm else \
+        ["--tolerance", repr(args.linea_tolerance)]
     if args.l1:
         cmd += ["--l1", repr(args.l1)]
     rc, wall, rss, so, se, to = run_measured(cmd, timeout=args.timeout)
@@ -654,7 +662,7 @@ def one_run(tool, budget, thr, rep, args, ctx):
             return rec
     else:
         exe = linea_binary(args)
-        w, info, pre = run_linea(args, ctx, nthr, tag, exe)
+        w, info, pre = run_linea(tool, args, ctx, nthr, tag, exe)
         for p in pre:
             p.update(dataset=args.dataset)
             emit(p, args)
@@ -699,7 +707,7 @@ def short(rec):
 def summarise(records, tool, thr, ref):
     """Time to reach each threshold: the fastest rung whose runs all ended within it (see README)."""
     out = {"kind": "summary", "tool": tool, "threads": thr, "reference": ref, "reached": {}}
-    if tool == "linea":
+    if TOOLS[tool]["kind"] == "linea":
         for th in THRESHOLDS:
             times = []
             for r in records:
@@ -793,7 +801,7 @@ def main():
             why = "no l1 mapping for this tool"
         elif spec_t.get("max_d") and ctx["train"].X.shape[1] > spec_t["max_d"]:
             why = f"d={ctx['train'].X.shape[1]} > {spec_t['max_d']} (dense Hessian/Gram)"
-        elif tool == "linea" and not linea_binary(args):
+        elif TOOLS[tool]["kind"] == "linea" and not linea_binary(args):
             why = (f"linea binary not found at {args.linea or os.path.join(REPO, 'target/release/linea')} "
                    "(build it with `cargo build --release`); skipping linea")
         elif tool == "spark" and not shutil.which("java"):

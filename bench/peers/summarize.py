@@ -27,10 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BEGIN, END = "<!-- peers-table:begin -->", "<!-- peers-table:end -->"
 THR = ("0.001", "0.0001", "1e-06")
-ORDER = ["linea", "liblinear", "liblinear-dual", "liblinear-cli", "snapml", "snapml-epoch",
+ORDER = ["linea", "linea-cocoa", "liblinear", "liblinear-dual", "liblinear-cli", "snapml", "snapml-epoch",
          "sklearn-lbfgs", "sklearn-newton-cholesky", "sklearn-ridge-cg", "sklearn-ridge-cholesky",
          "vw-bfgs", "vw-sgd", "spark"]
-TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-sgd": "wall", "linea": "trace"}
+TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-sgd": "wall", "linea": "trace", "linea-cocoa": "trace"}
 
 
 def load(path):
@@ -80,7 +80,7 @@ def one_pass_rate(tool, runs, nnz):
         return None
     vals = []
     for r in runs:
-        if tool == "linea" and r.get("trace") and len(r["trace"]) > 1:
+        if tool.startswith("linea") and r.get("trace") and len(r["trace"]) > 1:
             dt = r["trace"][1][1] - r["trace"][0][1]
             if dt > 0:
                 vals.append(nnz / dt / r["threads"])
@@ -120,7 +120,7 @@ def rows_for(path):
         rows.append({
             "tool": s["tool"], "threads": s["threads"], "comparable": comparable,
             "note": s.get("comparability_note", ""), "reached": s["reached"],
-            "best": s.get("best_rel_error") if s["tool"] != "linea" else min(
+            "best": s.get("best_rel_error") if not s["tool"].startswith("linea") else min(
                 (r["rel_error"] for r in rs if r.get("rel_error") is not None), default=None),
             "peak_kb": peak, "rate": one_pass_rate(s["tool"], rs, nnz),
             "metric": test_metric(rs, hdr["loss"]), "runs": rs,
@@ -134,12 +134,23 @@ def t6(row):
     return None if isinstance(v, str) or v is None else v["seconds_median"]
 
 
+def cocoa_verdict(cocoa, dual):
+    """CoCoA K=1 (SDCA) against its own family, LIBLINEAR's dual coordinate descent."""
+    if t6(cocoa) is None:
+        return "**CoCoA never reached 1e-6**"
+    if dual is None:
+        return "liblinear-dual did not reach 1e-6"
+    q = t6(cocoa) / t6(dual)
+    return f"{q:.2f} vs liblinear-dual (1 thr) — " + ("**CoCoA loses**" if q > 1 else "**CoCoA wins**")
+
+
 def label(hdr):
     return f"{hdr['dataset']} ({hdr['loss']}, l2={hdr['l2']:g}; n={hdr['n']:,}, d={hdr['d_including_bias']:,})"
 
 
 def dataset_section(hdr, nnz, rows, plot_rel):
-    peers = [r for r in rows if r["tool"] != "linea" and r["comparable"] and t6(r) is not None]
+    peers = [r for r in rows if not r["tool"].startswith("linea") and r["comparable"] and t6(r) is not None]
+    dual = next((r for r in rows if r["tool"] == "liblinear-dual" and r["threads"] == 1 and t6(r) is not None), None)
     best = min(peers, key=t6) if peers else None
     out = [f"#### {label(hdr)}", ""]
     if nnz:
@@ -167,6 +178,8 @@ def dataset_section(hdr, nnz, rows, plot_rel):
                 q = lt / t6(best)
                 word = "**linea loses**" if q > 1 else "**linea wins**"
                 ratio = f"{q:.2f} vs {best['tool']} ({best['threads']} thr) — {word}"
+        elif r["tool"] == "linea-cocoa":
+            ratio = cocoa_verdict(r, dual)
         be = "—" if r["best"] is None or r["tool"] == "snapml-epoch" else f"{r['best']:.1e}"
         name = r["tool"] + (f" ({TIME_BASIS[r['tool']]} time)" if r["tool"] in TIME_BASIS else "")
         out.append(f"| {name} | {r['threads']} | " + " | ".join(cells) +
@@ -192,7 +205,7 @@ def plot(hdr, rows, path):
             continue
         lab = f"{r['tool']} ({r['threads']} thr)" + ("" if r["comparable"] else " [other objective]")
         ls = "-" if r["comparable"] else ":"
-        if r["tool"] == "linea":
+        if r["tool"].startswith("linea"):
             rep1 = [x for x in r["runs"] if x.get("repeat") == 1 and x.get("trace")]
             if not rep1:
                 continue
@@ -241,6 +254,8 @@ def main():
     files.sort(key=lambda p: next((i for i, d in enumerate(order) if os.path.basename(p).startswith(d + ".")), 99))
     overview = ["| dataset | linea 1 thread, 1e-6 | linea all cores (2), 1e-6 | best peer, 1e-6 | linea / best | verdict | peak memory linea / best peer | test AUC (or RMSE) linea / best peer |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    cocoa_overview = ["| dataset | linea CoCoA K=1, 1e-6 | liblinear-dual 1 thread, 1e-6 | CoCoA / liblinear-dual |",
+                      "| --- | --- | --- | --- |"]
     detail = []
     for p in files:
         res = rows_for(p)
@@ -267,6 +282,12 @@ def main():
                 ratio, verdict = f"{q:.2f}", ("**linea loses**" if q > 1 else "**linea wins**")
             else:
                 ratio, verdict = "—", "**linea never reached 1e-6**"
+        cocoa = next((r for r in rows if r["tool"] == "linea-cocoa"), None)
+        dual = next((r for r in rows if r["tool"] == "liblinear-dual" and r["threads"] == 1), None)
+        if cocoa is not None:
+            cocoa_overview.append(f"| {hdr['dataset']} ({hdr['loss']}) | {cell(t6(cocoa))} | "
+                                  f"{cell(t6(dual)) if dual else 'not run'} | "
+                                  f"{cocoa_verdict(cocoa, dual if dual and t6(dual) is not None else None)} |")
         lmem = max((r["peak_kb"] for r in lin.values()), default=0)
         lmet = next((r["metric"] for r in lin.values()), "—").split(" / ")[0]
         overview.append(f"| {hdr['dataset']} ({hdr['loss']}) | {cell(lt[0])} | {cell(lt[1])} | {bcell} | {ratio} | {verdict} | "
@@ -274,7 +295,10 @@ def main():
                         f"{lmet} / {best['metric'].split(' / ')[0] if best else '—'} |")
     block = [BEGIN, "<!-- generated by bench/peers/summarize.py from bench/peers/results/*.jsonl; do not edit by hand -->", "",
              "Overview (seconds to reach the reference optimum within 1e-6 relative; ratio = the faster "
-             "linea run / the fastest comparable peer; > 1 means linea is slower):", ""] + overview + [
+             "linea run / the fastest comparable peer; > 1 means linea is slower):", ""] + overview + (
+             ["", "CoCoA+ with one slot (SDCA, `linea train --algorithm cocoa --slots 1`) against the same "
+              "family of method, LIBLINEAR's dual coordinate descent, single-threaded both:", ""] + cocoa_overview
+             if len(cocoa_overview) > 2 else []) + [
              "", "Per dataset (times in seconds; \"never reached\" = no run ended within the threshold, so it "
              "is not timed; AUC / log loss on the test split for the run closest to the optimum; "
              "peak memory = the largest peak RSS over that tool's runs):", ""] + detail + [END]

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# CoCoA+ with one slot (SDCA) against LIBLINEAR's dual coordinate descent, the same family
+# of method, on every shared dataset: A B A B (2 repeats), single-threaded both, time to
+# reach the reference optimum within 1e-3 / 1e-4 / 1e-6 (docs/benchmarks.md, issue 13).
+#
+#   bench/cocoa-vs-liblinear.sh [DATASET:LOSS ...]
+#
+# Results: bench/peers/results-cocoa/<dataset>.<loss>.l2=1.jsonl (read by
+# bench/peers/summarize.py --results bench/peers/results-cocoa, which prints the table).
+set -euo pipefail
+. "$(dirname "$0")/../scripts/env.sh"
+cd "$LINEA_ROOT"
+
+sets=("$@")
+[ ${#sets[@]} -gt 0 ] || sets=(a9a:logistic w8a:logistic rcv1-small:logistic criteo-sample:logistic
+    higgs-sample:logistic adult:logistic protein-kdd2004:logistic movielens-100k:squared)
+
+VENV="$(bash bench/peers/setup.sh)"
+nice -n 10 cargo build --release --locked -p linea-worker >&2
+out=bench/peers/results-cocoa
+mkdir -p "$out"
+for entry in "${sets[@]}"; do
+    ds=${entry%%:*} loss=${entry##*:}
+    echo "== $ds ($loss) $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+    nice -n 10 "$VENV/bin/python" bench/peers/run_peers.py --dataset "$ds" --loss "$loss" --l2 1 \
+        --linea "$CARGO_TARGET_DIR/release/linea" --out "$out/$ds.$loss.l2=1.jsonl.tmp" --repeats 2 \
+        --tools liblinear-dual,linea-cocoa --linea-tolerance 1e-10 --linea-epochs 3000 \
+        --max-seconds 60 --timeout 300
+    mv "$out/$ds.$loss.l2=1.jsonl.tmp" "$out/$ds.$loss.l2=1.jsonl"
+done
+echo "== done $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
