@@ -8,6 +8,7 @@
 //! whichever runner produced it.
 
 pub mod coarse;
+pub mod fast_exp;
 pub mod kernel;
 pub mod kernels;
 pub mod step;
