@@ -33,7 +33,7 @@ pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: 
 
 /// The derivatives a statistics loop takes, as a type so each loop is its own copy with
 /// them inlined.
-trait RowDerivatives: Copy {
+pub(crate) trait RowDerivatives: Copy {
     fn at(self, target: f64, prediction: f64) -> Derivatives;
 }
 
@@ -46,7 +46,7 @@ impl RowDerivatives for Loss {
 
 /// Logistic derivatives with [`exp_inline`]: only inside code compiled for FMA.
 #[derive(Clone, Copy)]
-struct LogisticInline;
+pub(crate) struct LogisticInline;
 
 impl RowDerivatives for LogisticInline {
     #[inline(always)]
