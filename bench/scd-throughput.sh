@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # SCD sweep throughput in non-zeros per second per thread, on the Criteo sample scaled up
-# by bench/src/bin/scale-criteo.rs (see its header for exactly how).
+# by bench/src/bin/scale-criteo.rs (see its header for exactly how): the bare sweep and
+# whole epochs (`--full`), each beside this machine's rate of streaming the same cells.
+# Instructions per non-zero (load-independent): run scd-sweep under
+# `valgrind --tool=callgrind` (see bench/src/bin/scd-sweep.rs).
 #
 #   bench/scd-throughput.sh [ROWS]     (default 2,000,000 rows, about 69M non-zeros)
 #
@@ -21,4 +24,6 @@ fi
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for threads in 1 "$(nproc)"; do
     "$bin/scd-sweep" "$work/grid" "$threads" 3
+    "$bin/scd-sweep" "$work/grid" "$threads" 3 --full
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

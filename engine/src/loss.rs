@@ -90,15 +90,7 @@ impl Loss {
     pub fn derivatives(self, target: f64, prediction: f64) -> Derivatives {
         match self {
             Loss::Squared => Derivatives { first: 2.0 * (prediction - target), second: 2.0 },
-            Loss::Logistic => {
-                // sigma(m) with m = y f computed from one exp of -|m|: l' = -y sigma(-m),
-                // l'' = sigma(m) sigma(-m) = e / (1 + e)^2 with e = exp(-|m|).
-                let margin = target * prediction;
-                let e = (-margin.abs()).exp();
-                let inv = 1.0 / (1.0 + e);
-                let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
-                Derivatives { first: -target * sigma_neg, second: e * inv * inv }
-            }
+            Loss::Logistic => logistic_derivatives(target, prediction, f64::exp),
             // A subgradient (the left derivative at the kink) and the curvature that is 0
             // almost everywhere; Newton-type solvers refuse hinge ([`Loss::has_curvature`]).
             Loss::Hinge => Derivatives { first: if target * prediction < 1.0 { -target } else { 0.0 }, second: 0.0 },
@@ -119,6 +111,19 @@ impl Loss {
 #[inline]
 pub fn softplus(z: f64) -> f64 {
     if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+}
+
+/// The logistic loss's derivatives with `exp` given, so the hot loops can pass an inlined
+/// `exp` with the same bits (`scd::fast_exp`); [`Loss::derivatives`] passes `f64::exp`.
+/// sigma(m) with m = y f computed from one exp of -|m|: l' = -y sigma(-m),
+/// l'' = sigma(m) sigma(-m) = e / (1 + e)^2 with e = exp(-|m|).
+#[inline(always)]
+pub fn logistic_derivatives(target: f64, prediction: f64, exp: impl Fn(f64) -> f64) -> Derivatives {
+    let margin = target * prediction;
+    let e = exp(-margin.abs());
+    let inv = 1.0 / (1.0 + e);
+    let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
+    Derivatives { first: -target * sigma_neg, second: e * inv * inv }
 }
 
 #[cfg(test)]

@@ -27,7 +27,8 @@
 use crate::fixed::prediction_value;
 use crate::grid::Cell;
 use crate::loss::Loss;
-use crate::scd::kernels::DirectionSums;
+use crate::scd::fast_exp::Exp;
+use crate::scd::kernels::{DirectionSums, LogisticInline, RowDerivatives};
 
 /// Above this many blocks the K x K system costs more than it saves.
 pub const MAX_COARSE_BLOCKS: usize = 256;
@@ -61,6 +62,10 @@ fn subspace_rows(cells: &[&Cell], snapshots: &[&[i64]], predictions: &[i64]) -> 
 /// The gradient costs O(nnz + n H); the Hessian O(n D^2), so it is taken on a fixed subset
 /// of shards (see [`hessian_stride`]) and scaled up: an estimated Hessian still gives a
 /// descent direction, and the line search measures the step on every row.
+///
+/// Like the statistics pass, logistic loss runs in a copy compiled for FMA and AVX2 with
+/// `exp` inlined where [`Exp::detect`] allows (the Hessian's slice loop then takes four
+/// lanes at a time); the operations and their order are the same, so are the bits.
 pub fn shard_coarse_statistics(
     cells: &[&Cell],
     snapshots: &[&[i64]],
@@ -69,9 +74,36 @@ pub fn shard_coarse_statistics(
     loss: Loss,
     hessian: bool,
 ) -> Vec<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(
+            cells: &[&Cell],
+            snapshots: &[&[i64]],
+            targets: &[f64],
+            predictions: &[i64],
+            hessian: bool,
+        ) -> Vec<f64> {
+            coarse_statistics(cells, snapshots, targets, predictions, LogisticInline, hessian)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(cells, snapshots, targets, predictions, hessian) };
+    }
+    coarse_statistics(cells, snapshots, targets, predictions, loss, hessian)
+}
+
+#[inline(always)]
+fn coarse_statistics(
+    cells: &[&Cell],
+    snapshots: &[&[i64]],
+    targets: &[f64],
+    predictions: &[i64],
+    loss: impl RowDerivatives,
+    hessian: bool,
+) -> Vec<f64> {
     let (k, dims, rows) = (cells.len(), cells.len() + snapshots.len(), targets.len());
-    let derivatives: Vec<_> =
-        targets.iter().zip(predictions).map(|(&y, &p)| loss.derivatives(y, prediction_value(p))).collect();
+    let derivatives: Vec<_> = targets.iter().zip(predictions).map(|(&y, &p)| loss.at(y, prediction_value(p))).collect();
     let triangle = dims * (dims + 1) / 2;
     let mut out = vec![0.0; statistics_len(dims)];
     for (b, cell) in cells.iter().enumerate() {
@@ -87,15 +119,21 @@ pub fn shard_coarse_statistics(
     if hessian {
         let z = subspace_rows(cells, snapshots, predictions);
         let upper = &mut out[dims..dims + triangle];
+        // Row a of the triangle as one slice operation (it vectorizes), skipped when z_ia
+        // is 0: its terms would all be +-0, and adding +-0 leaves every sum's bits as they
+        // are (a sum that starts at +0 and adds finite terms is never -0).
         for (i, d) in derivatives.iter().enumerate() {
             let zi = &z[i * dims..(i + 1) * dims];
             let mut at = 0;
             for a in 0..dims {
-                let scaled = d.second * zi[a];
-                for &zb in &zi[a..] {
-                    upper[at] += scaled * zb;
-                    at += 1;
+                let len = dims - a;
+                if zi[a] != 0.0 {
+                    let scaled = d.second * zi[a];
+                    for (u, &zb) in upper[at..at + len].iter_mut().zip(&zi[a..]) {
+                        *u += scaled * zb;
+                    }
                 }
+                at += len;
             }
         }
         out[dims + triangle + 1] = rows as f64;

@@ -7,33 +7,86 @@
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
 use crate::grid::{Cell, CellValues};
-use crate::loss::Loss;
+use crate::loss::{Derivatives, Loss, logistic_derivatives};
+use crate::scd::fast_exp::{Exp, exp_inline};
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 
 /// Per-feature partial sums of `l'_i x_ij` and `l''_i x_ij^2` over the cell's rows,
 /// indexed by the cell's local feature numbers (SCD Algorithm 2, lines 8-13).
+///
+/// The hot loop of SCD. Logistic loss on a machine where [`Exp::detect`] allows it runs a
+/// copy compiled for FMA with `exp` inlined ([`fast_exp`]); every copy performs the same
+/// floating-point operations in the same order, so all give the same bits.
 pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: Loss) -> (Vec<f64>, Vec<f64>) {
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(cell: &Cell, targets: &[f64], predictions: &[i64]) -> (Vec<f64>, Vec<f64>) {
+            statistics_loop(cell, targets, predictions, LogisticInline)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(cell, targets, predictions) };
+    }
+    statistics_loop(cell, targets, predictions, loss)
+}
+
+/// The derivatives a statistics loop takes, as a type so each loop is its own copy with
+/// them inlined.
+pub(crate) trait RowDerivatives: Copy {
+    fn at(self, target: f64, prediction: f64) -> Derivatives;
+}
+
+impl RowDerivatives for Loss {
+    #[inline(always)]
+    fn at(self, target: f64, prediction: f64) -> Derivatives {
+        self.derivatives(target, prediction)
+    }
+}
+
+/// Logistic derivatives with [`exp_inline`]: only inside code compiled for FMA.
+#[derive(Clone, Copy)]
+pub(crate) struct LogisticInline;
+
+impl RowDerivatives for LogisticInline {
+    #[inline(always)]
+    fn at(self, target: f64, prediction: f64) -> Derivatives {
+        logistic_derivatives(target, prediction, exp_inline)
+    }
+}
+
+/// [`cell_statistics`]' loop, one copy per derivative function and value kind.
+#[inline(always)]
+fn statistics_loop(
+    cell: &Cell,
+    targets: &[f64],
+    predictions: &[i64],
+    derivatives: impl RowDerivatives,
+) -> (Vec<f64>, Vec<f64>) {
     let n = cell.feature_ids.len();
     let (mut g, mut h) = (vec![0.0; n], vec![0.0; n]);
     let mut last_row = u32::MAX;
-    let mut d = crate::loss::Derivatives { first: 0.0, second: 0.0 };
-    for k in 0..cell.nnz() {
-        let row = cell.rows[k];
-        if row != last_row {
-            // Rows repeat only in impure blocks; derivatives are computed once per row.
-            d = loss.derivatives(targets[row as usize], prediction_value(predictions[row as usize]));
-            last_row = row;
-        }
-        let j = cell.local[k] as usize;
-        match &cell.values {
-            CellValues::Ones => {
-                g[j] += d.first;
-                h[j] += d.second;
+    let mut d = Derivatives { first: 0.0, second: 0.0 };
+    // Rows repeat only in impure blocks; derivatives are computed once per row.
+    match &cell.values {
+        CellValues::Ones => {
+            for (&row, &j) in cell.rows.iter().zip(&cell.local) {
+                if row != last_row {
+                    d = derivatives.at(targets[row as usize], prediction_value(predictions[row as usize]));
+                    last_row = row;
+                }
+                g[j as usize] += d.first;
+                h[j as usize] += d.second;
             }
-            CellValues::Real(values) => {
-                let x = values[k];
-                g[j] += d.first * x;
-                h[j] += d.second * x * x;
+        }
+        CellValues::Real(values) => {
+            for ((&row, &j), &x) in cell.rows.iter().zip(&cell.local).zip(values) {
+                if row != last_row {
+                    d = derivatives.at(targets[row as usize], prediction_value(predictions[row as usize]));
+                    last_row = row;
+                }
+                g[j as usize] += d.first * x;
+                h[j as usize] += d.second * x * x;
             }
         }
     }

@@ -8,6 +8,7 @@
 //! whichever runner produced it.
 
 pub mod coarse;
+pub mod fast_exp;
 pub mod kernel;
 pub mod kernels;
 pub mod step;
@@ -202,6 +203,10 @@ pub struct Scd {
     pub shapes: Vec<BlockShape>,
     pub state: ScdState,
     kernel: ScdKernel,
+    /// The objective at the current parameters when the coarse correction has just measured
+    /// it (after its step, or before a step it undid), so the epoch's end need not pass over
+    /// the rows again for the same number. Not state: a resumed run recomputes it.
+    measured_objective: Option<f64>,
 }
 
 impl Scd {
@@ -213,6 +218,7 @@ impl Scd {
             config,
             shapes,
             state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new(), position: 0 },
+            measured_objective: None,
         }
     }
 
@@ -407,14 +413,19 @@ impl Scd {
                 changed.push(block);
             }
         }
-        if self.objective_with(exec)? > before {
+        let after = self.objective_with(exec)?;
+        if after > before {
             for block in changed {
                 exec.update_predictions(block, &self.state.theta[block], &saved[block])?;
             }
+            // The integer predictions are back exactly (the updates telescope), and so is
+            // the objective.
             self.state.theta = saved;
+            self.measured_objective = Some(before);
             report.max_change = 0.0;
             return Ok(report);
         }
+        self.measured_objective = Some(after);
         report.step = step;
         Ok(report)
     }
@@ -458,11 +469,16 @@ impl Scd {
             };
             return Ok((report, step));
         }
+        self.measured_objective = None;
         let report = self.coarse_correction(exec)?;
         self.remember(exec)?;
         self.state.epoch += 1;
         self.state.position = 0;
-        let objective = self.objective_with(exec)?;
+        // remember() moves no prediction, so a measured objective is still the objective.
+        let objective = match self.measured_objective.take() {
+            Some(measured) => measured,
+            None => self.objective_with(exec)?,
+        };
         self.state.objectives.push(objective);
         Ok((report, ScdStep::Epoch(self.state.clone())))
     }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The bytes of the SCD models linea trains on every shared dataset, as SHA-256 digests: run
+# it before and after a change to the engine's arithmetic and diff the two outputs. A change
+# that claims "the same bytes" must print the same lines.
+#
+#   bench/model-hashes.sh [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
+#
+# Each set is prepared as the tests prepare it, then trained twice: with the defaults
+# (the stopping rule decides) and with `--tolerance 0 --epochs 40` (a fixed, longer run
+# that reaches the rounding floor), on 1 and 2 threads (which must agree). Prints
+# `dataset run digest epochs`.
+set -euo pipefail
+. "$(dirname "$0")/../scripts/env.sh"
+data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
+out="${1:-$LINEA_CACHE/model-hashes}"
+mkdir -p "$out"
+
+# name | input | loss | prepare arguments
+sets=(
+    "a9a|a9a/a9a.train.libsvm|logistic|--format libsvm"
+    "w8a|w8a/w8a.libsvm|logistic|--format libsvm"
+    "rcv1-small|rcv1-small/rcv1_small.vw|logistic|--format vw"
+    "criteo-sample|criteo-sample/train.tsv|logistic|--format criteo"
+    "higgs-sample|higgs-sample/higgs.train.tsv|logistic|--format csv"
+    "adult|adult/adult.parquet|logistic|--format parquet --label income --positive >50K"
+    "protein-kdd2004|protein-kdd2004/protein.parquet|logistic|--format parquet --label target --ignore EXAMPLE_ID,BLOCK_ID"
+    "movielens-100k|movielens-100k/ratings.vw|squared|--format vw"
+)
+for entry in "${sets[@]}"; do
+    IFS='|' read -r name input loss prep <<<"$entry"
+    grid="$out/$name.grid"
+    if [ ! -f "$grid/manifest.json" ]; then
+        # shellcheck disable=SC2086
+        "$LINEA_BIN" prepare --input "$data/$input" --output "$grid" $prep >/dev/null
+    fi
+    for run in default long; do
+        extra=()
+        [ "$run" = long ] && extra=(--tolerance 0 --epochs 40)
+        for threads in 1 2; do
+            model="$out/$name.$run.t$threads.model"
+            "$LINEA_BIN" train --data "$grid" --model "$model" --loss "$loss" --l2 1 --threads "$threads" \
+                "${extra[@]}" --trace "$out/$name.$run.t$threads.csv" >/dev/null 2>&1
+            epochs=$(($(wc -l <"$out/$name.$run.t$threads.csv") - 1))
+            echo "$name $run t$threads $(sha256sum "$model" | cut -c1-16) $epochs"
+        done
+    done
+done
