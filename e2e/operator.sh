@@ -327,8 +327,8 @@ explained_defaults() {
     explains_default spec.runPolicy.workerFailureLimit '(default 10)'
 }
 check "kubectl explain shows the defaults (runPolicy.backoffLimit, workerFailureLimit)" explained_defaults
-check "an algorithm this version cannot run is refused with a message" refused_with "not implemented in this linea version" \
-  "$(job_yaml hybrid 'algorithm: {hybrid: {}}')"
+check "a loss the algorithm cannot train is refused with a message (hybrid + hinge)" refused_with "hybrid.loss hinge is not supported" \
+  "$(job_yaml hybrid 'algorithm: {hybrid: {loss: hinge}}')"
 
 # A Service and a PodDisruptionBudget with the names jobs would use, and a Secret with the
 # name jobs used to get (`<job>-auth`), made by someone else.

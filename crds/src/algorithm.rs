@@ -1,15 +1,13 @@
 //! `spec.algorithm`: which solver trains the model, with its hyperparameters.
 //!
-//! On the wire the algorithm is an object with exactly one key (`scd` or `cocoa`), which is
+//! On the wire the algorithm is an object with exactly one key (`scd`, `cocoa`, `hybrid` or
+//! `ipm`), which is
 //! serde's externally tagged enum. In Rust that is a plain enum, so the operator matches on
 //! it and can never see two algorithms at once.
 //!
 //! Every algorithm minimizes the same objective, as `linea train` does:
 //! `sum over examples of loss(y, f) + l2 * |w|^2` (+ `l1 * |w|_1` for SCD), with `f = w.x + b`
 //! and the bias `b` regularized like every other weight. One `l2`, one meaning, one default.
-//!
-//! `hybrid` and `ipm` keys are in the schema only so that the API server can refuse them with
-//! a message that says they are not implemented in this version.
 
 use kube::KubeSchema;
 use schemars::JsonSchema;
@@ -54,11 +52,16 @@ pub enum Algorithm {
     /// its rows for `localPasses` passes, the master adds the updates; stops on the relative
     /// duality gap. The same objective (and `l2`) as SCD.
     Cocoa(CocoaParams),
+    /// Agarwal et al.'s hybrid: one AdaGrad pass per slot (one slot per worker replica), the
+    /// passes averaged per feature, then L-BFGS on exact batch gradients. The same objective
+    /// (and `l2`) as SCD, without L1; logistic or squared loss.
+    Hybrid(HybridParams),
+    /// Iterative parameter mixtures (Hall et al.): every round each slot (one per worker
+    /// replica) runs an online pass from the mixed model — SGD, or the averaged perceptron
+    /// for hinge — and the master mixes them. Fast early accuracy; does not converge to the
+    /// regularized optimum in general.
+    Ipm(IpmParams),
 }
-
-/// Description of the algorithm keys this version refuses.
-const NOT_IMPLEMENTED: &str =
-    "Not implemented in this linea version: a TrainingJob that sets it is refused at admission.";
 
 /// Schema of `spec.algorithm`: an object whose optional properties are the blocks.
 ///
@@ -66,9 +69,7 @@ const NOT_IMPLEMENTED: &str =
 /// `oneOf: [{required: [scd]}, {required: [cocoa]}]`. The API server reports a failed
 /// `oneOf` as a pathless "must validate one and only one schema (oneOf)" plus a misleading
 /// "spec.algorithm.scd: Required value"; the CEL rule on `spec.algorithm` says the same thing
-/// clearly, so the schema leaves the `oneOf` out and the CEL rule alone enforces it. The
-/// not-implemented keys are untyped objects, so a manifest that sets one reaches the CEL rule
-/// that names them instead of a strict-decoding error.
+/// clearly, so the schema leaves the `oneOf` out and the CEL rule alone enforces it.
 pub(crate) fn algorithm_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let derived = Algorithm::json_schema(generator);
     let mut properties = serde_json::Map::new();
@@ -86,16 +87,6 @@ pub(crate) fn algorithm_schema(generator: &mut schemars::SchemaGenerator) -> sch
             properties.insert(name.clone(), property);
         }
     }
-    for name in Algorithm::NOT_IMPLEMENTED {
-        properties.insert(
-            name.to_string(),
-            serde_json::json!({
-                "type": "object",
-                "description": NOT_IMPLEMENTED,
-                "x-kubernetes-preserve-unknown-fields": true,
-            }),
-        );
-    }
     schemars::json_schema!({
         "type": "object",
         "properties": properties,
@@ -110,15 +101,15 @@ impl Default for Algorithm {
 
 impl Algorithm {
     /// The algorithms this version runs, in the order of the manifest keys.
-    pub const NAMES: [&'static str; 2] = ["scd", "cocoa"];
-    /// Algorithm keys the API refuses: planned, not implemented in this version.
-    pub const NOT_IMPLEMENTED: [&'static str; 2] = ["hybrid", "ipm"];
+    pub const NAMES: [&'static str; 4] = ["scd", "cocoa", "hybrid", "ipm"];
 
-    /// The manifest key of this algorithm (`scd`, `cocoa`).
+    /// The manifest key of this algorithm (`scd`, `cocoa`, `hybrid`, `ipm`).
     pub fn name(&self) -> &'static str {
         match self {
             Algorithm::Scd(_) => "scd",
             Algorithm::Cocoa(_) => "cocoa",
+            Algorithm::Hybrid(_) => "hybrid",
+            Algorithm::Ipm(_) => "ipm",
         }
     }
 
@@ -127,6 +118,8 @@ impl Algorithm {
         match self {
             Algorithm::Scd(p) => p.loss,
             Algorithm::Cocoa(p) => p.loss,
+            Algorithm::Hybrid(p) => p.loss,
+            Algorithm::Ipm(p) => p.loss,
         }
     }
 
@@ -135,15 +128,19 @@ impl Algorithm {
         match self {
             Algorithm::Scd(p) => p.l2,
             Algorithm::Cocoa(p) => p.l2,
+            Algorithm::Hybrid(p) => p.l2,
+            Algorithm::Ipm(p) => p.l2,
         }
     }
 
-    /// The most epochs the job may run: `scd.epochs` or `cocoa.maxEpochs`. A job that ran
+    /// The most epochs the job may run: `scd.epochs`, or `maxEpochs` of the others. A job that ran
     /// this many ended on the limit (MaxEpochsReached), not on its stopping criterion.
     pub fn max_epochs(&self) -> i64 {
         match self {
             Algorithm::Scd(p) => p.epochs.into(),
             Algorithm::Cocoa(p) => p.max_epochs.into(),
+            Algorithm::Hybrid(p) => p.max_epochs.into(),
+            Algorithm::Ipm(p) => p.max_epochs.into(),
         }
     }
 }
@@ -260,6 +257,141 @@ impl Default for CocoaParams {
     }
 }
 
+fn default_memory() -> i32 {
+    15
+}
+fn default_gradient_tolerance() -> f64 {
+    1e-10
+}
+fn default_sgd_rate() -> f64 {
+    0.5
+}
+
+/// Hyperparameters of the hybrid, as `linea train --algorithm hybrid` takes them.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HybridParams {
+    /// Loss function: logistic (default) or squared. hinge is refused: L-BFGS needs a
+    /// differentiable loss (use cocoa, or ipm's averaged perceptron).
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self != 'hinge'").message(crate::validation::MSG_HYBRID_HINGE))]
+    pub loss: Loss,
+    /// L2 regularization strength (default 1), the same meaning as scd.l2. Must be >= 0
+    /// (> 0 for logistic loss, checked when the job starts).
+    #[serde(default = "default_l2")]
+    #[schemars(range(min = 0.0))]
+    pub l2: f64,
+    /// m: curvature pairs L-BFGS keeps (default 15).
+    #[serde(default = "default_memory")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub memory: i32,
+    /// Maximum number of epochs (default 100): the AdaGrad pass, then one per L-BFGS
+    /// iteration.
+    #[serde(default = "default_cocoa_epochs")]
+    #[schemars(range(min = 1))]
+    pub max_epochs: i32,
+    /// Stop when three epochs together lower the objective by less than this fraction of it
+    /// (default 1e-9).
+    #[serde(default = "default_scd_tolerance")]
+    #[schemars(range(min = 0.0, max = 0.999999))]
+    pub tolerance: f64,
+    /// Stop when the gradient's norm is at most this fraction of its norm at w = 0 (default
+    /// 1e-10).
+    #[serde(default = "default_gradient_tolerance")]
+    #[schemars(range(min = 0.0, max = 0.999999))]
+    pub gradient_tolerance: f64,
+    /// Learning rate of the AdaGrad pass (default 0.5).
+    #[serde(default = "default_sgd_rate")]
+    #[schemars(range(min = 0.000000001, max = 100.0))]
+    pub sgd_rate: f64,
+    /// Seed of the order each slot visits its examples in (default 0).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub seed: i64,
+}
+
+impl Default for HybridParams {
+    fn default() -> Self {
+        Self {
+            loss: Loss::default(),
+            l2: default_l2(),
+            memory: default_memory(),
+            max_epochs: default_cocoa_epochs(),
+            tolerance: default_scd_tolerance(),
+            gradient_tolerance: default_gradient_tolerance(),
+            sgd_rate: default_sgd_rate(),
+            seed: 0,
+        }
+    }
+}
+
+/// How parameter mixtures weigh the slots' models.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mixing {
+    /// Every slot's model counts the same.
+    #[default]
+    Uniform,
+    /// A slot's model counts by its share of the examples.
+    Examples,
+}
+
+impl Mixing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mixing::Uniform => "uniform",
+            Mixing::Examples => "examples",
+        }
+    }
+}
+
+/// Hyperparameters of iterative parameter mixtures, as `linea train --algorithm ipm` takes them.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IpmParams {
+    /// Loss function: logistic (default), squared, or hinge (the averaged perceptron).
+    #[serde(default)]
+    pub loss: Loss,
+    /// L2 regularization strength (default 1), the same meaning as scd.l2. Must be >= 0.
+    #[serde(default = "default_l2")]
+    #[schemars(range(min = 0.0))]
+    pub l2: f64,
+    /// How the slots' models are mixed: uniform (default) or examples.
+    #[serde(default)]
+    pub mixing: Mixing,
+    /// Maximum number of mixing rounds (default 100).
+    #[serde(default = "default_cocoa_epochs")]
+    #[schemars(range(min = 1))]
+    pub max_epochs: i32,
+    /// Stop when three rounds together change the objective by less than this fraction of
+    /// it (default 1e-9).
+    #[serde(default = "default_scd_tolerance")]
+    #[schemars(range(min = 0.0, max = 0.999999))]
+    pub tolerance: f64,
+    /// Learning rate of the SGD passes, shrinking as 1/round (default 0.5).
+    #[serde(default = "default_sgd_rate")]
+    #[schemars(range(min = 0.000000001, max = 100.0))]
+    pub sgd_rate: f64,
+    /// Seed of the order each slot visits its examples in (default 0).
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub seed: i64,
+}
+
+impl Default for IpmParams {
+    fn default() -> Self {
+        Self {
+            loss: Loss::default(),
+            l2: default_l2(),
+            mixing: Mixing::default(),
+            max_epochs: default_cocoa_epochs(),
+            tolerance: default_scd_tolerance(),
+            sgd_rate: default_sgd_rate(),
+            seed: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,13 +417,26 @@ mod tests {
     }
 
     #[test]
-    fn zero_two_unknown_or_unimplemented_blocks_do_not_parse() {
+    fn hybrid_and_ipm_parse_with_the_defaults_of_linea_train() {
+        let a: Algorithm = serde_json::from_value(json!({"hybrid": {}})).unwrap();
+        assert_eq!(a, Algorithm::Hybrid(HybridParams::default()));
+        assert_eq!((a.name(), a.max_epochs(), a.l2()), ("hybrid", 100, 1.0));
+        let back = serde_json::to_value(&a).unwrap();
+        assert_eq!(back["hybrid"]["memory"], json!(15));
+        assert_eq!(back["hybrid"]["sgdRate"], json!(0.5));
+        let i: Algorithm = serde_json::from_value(json!({"ipm": {"loss": "hinge", "mixing": "examples"}})).unwrap();
+        assert_eq!(i.loss(), Loss::Hinge);
+        assert!(matches!(i, Algorithm::Ipm(IpmParams { mixing: Mixing::Examples, .. })));
+        assert!(serde_json::from_value::<Algorithm>(json!({"ipm": {"mixing": "median"}})).is_err());
+    }
+
+    #[test]
+    fn zero_two_or_unknown_blocks_do_not_parse() {
         for bad in [
             json!({}),
             json!({"scd": {}, "cocoa": {}}),
             json!({"sgd": {}}),
-            json!({"hybrid": {}}),
-            json!({"ipm": {}}),
+            json!({"hybrid": {}, "ipm": {}}),
             json!({"scd": {"loss": "poisson"}}),
         ] {
             assert!(serde_json::from_value::<Algorithm>(bad.clone()).is_err(), "{bad}");
@@ -300,7 +445,12 @@ mod tests {
 
     #[test]
     fn names_cover_every_variant_in_manifest_order() {
-        let all = [Algorithm::Scd(ScdParams::default()), Algorithm::Cocoa(CocoaParams::default())];
+        let all = [
+            Algorithm::Scd(ScdParams::default()),
+            Algorithm::Cocoa(CocoaParams::default()),
+            Algorithm::Hybrid(HybridParams::default()),
+            Algorithm::Ipm(IpmParams::default()),
+        ];
         let names: Vec<&str> = all.iter().map(Algorithm::name).collect();
         assert_eq!(names, Algorithm::NAMES);
         for a in &all {

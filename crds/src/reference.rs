@@ -26,7 +26,7 @@ shows the same text as this page.
 
 The API server refuses a bad manifest: numeric bounds and enums are in the schema, and the
 rules the schema cannot say are CEL rules (listed under each object below), including what
-this version cannot run (`hybrid`, `ipm`, `elastic.enabled`, the hinge loss with SCD, `file://`
+this version cannot run (`elastic.enabled`, the hinge loss with SCD or the hybrid, `file://`
 URIs, which pods on other nodes cannot see) and names that would not make valid child objects
 (`metadata.name`: at most 56 characters, a DNS-1035 label, because the master Service is
 `<name>-master`). Updates may change workers, placement, resources and run policy;

@@ -124,14 +124,13 @@ pub struct TrainingJobSpec {
     /// environment, instance role or IRSA through serviceAccountName). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageSpec>,
-    /// The training algorithm: exactly one of `scd` (default) or `cocoa`, with its
-    /// hyperparameters (`hybrid` and `ipm` are refused: not implemented in this version).
+    /// The training algorithm: exactly one of `scd` (default), `cocoa`, `hybrid` or `ipm`,
+    /// with its hyperparameters.
     /// Immutable: the checkpoints belong to one algorithm.
     #[serde(default)]
     #[schemars(schema_with = "crate::algorithm::algorithm_schema")]
     #[x_kube(
         validation = Rule::new("(has(self.scd) ? 1 : 0) + (has(self.cocoa) ? 1 : 0) + (has(self.hybrid) ? 1 : 0) + (has(self.ipm) ? 1 : 0) == 1").message(crate::validation::MSG_EXACTLY_ONE_ALGORITHM),
-        validation = Rule::new("!has(self.hybrid) && !has(self.ipm)").message(crate::validation::MSG_ALGORITHM_NOT_IMPLEMENTED),
         validation = Rule::new("self == oldSelf").message(crate::validation::MSG_ALGORITHM_IMMUTABLE),
     )]
     pub algorithm: Algorithm,

@@ -17,9 +17,11 @@ pub const MSG_REPLICAS_LT_MIN: &str = "workers.replicas must be greater than or 
 /// CEL message: `workers.replicas` above `workers.maxReplicas`.
 pub const MSG_REPLICAS_GT_MAX: &str = "workers.replicas must be less than or equal to workers.maxReplicas";
 /// CEL message: zero or several algorithm blocks.
-pub const MSG_EXACTLY_ONE_ALGORITHM: &str = "exactly one of algorithm.scd, algorithm.cocoa must be set";
+pub const MSG_EXACTLY_ONE_ALGORITHM: &str =
+    "exactly one of algorithm.scd, algorithm.cocoa, algorithm.hybrid, algorithm.ipm must be set";
 /// CEL message: an algorithm this version cannot run.
-pub const MSG_ALGORITHM_NOT_IMPLEMENTED: &str = "algorithm.hybrid and algorithm.ipm are not implemented in this linea version: use algorithm.scd or algorithm.cocoa";
+pub const MSG_HYBRID_HINGE: &str =
+    "hybrid.loss hinge is not supported: L-BFGS needs a differentiable loss (use cocoa, or ipm's averaged perceptron)";
 /// CEL message: the algorithm changed after creation.
 pub const MSG_ALGORITHM_IMMUTABLE: &str =
     "algorithm is immutable: create a new TrainingJob to change the algorithm or its parameters";
@@ -200,6 +202,22 @@ impl TrainingJobSpec {
                 p.at_least_f64("algorithm.cocoa.gapTolerance", a.gap_tolerance, 0.0);
                 p.at_least("algorithm.cocoa.maxEpochs", a.max_epochs.into(), 1);
                 p.at_least("algorithm.cocoa.seed", a.seed, 0);
+            }
+            Algorithm::Hybrid(a) => {
+                p.check(a.loss != Loss::Hinge, MSG_HYBRID_HINGE);
+                p.at_least_f64("algorithm.hybrid.l2", a.l2, 0.0);
+                p.at_least("algorithm.hybrid.memory", a.memory.into(), 1);
+                p.at_most("algorithm.hybrid.memory", a.memory.into(), 1000);
+                p.at_least("algorithm.hybrid.maxEpochs", a.max_epochs.into(), 1);
+                p.at_least_f64("algorithm.hybrid.tolerance", a.tolerance, 0.0);
+                p.at_least_f64("algorithm.hybrid.gradientTolerance", a.gradient_tolerance, 0.0);
+                p.at_least("algorithm.hybrid.seed", a.seed, 0);
+            }
+            Algorithm::Ipm(a) => {
+                p.at_least_f64("algorithm.ipm.l2", a.l2, 0.0);
+                p.at_least("algorithm.ipm.maxEpochs", a.max_epochs.into(), 1);
+                p.at_least_f64("algorithm.ipm.tolerance", a.tolerance, 0.0);
+                p.at_least("algorithm.ipm.seed", a.seed, 0);
             }
         }
 

@@ -168,7 +168,7 @@ fn every_cel_message_is_exercised_by_a_fixture() {
         validation::MSG_DATASET_URI_IMMUTABLE,
         validation::MSG_MODEL_URI_IMMUTABLE,
         validation::MSG_ELASTIC_NOT_IMPLEMENTED,
-        validation::MSG_ALGORITHM_NOT_IMPLEMENTED,
+        validation::MSG_HYBRID_HINGE,
         validation::MSG_COCOA_L2_POSITIVE,
         validation::MSG_SCD_HINGE,
         validation::MSG_SAME_URI,

@@ -20,6 +20,7 @@ pub mod codec;
 pub mod error;
 pub mod fixed;
 pub mod grid;
+pub mod hybrid;
 pub mod loss;
 pub mod metrics;
 pub mod objective;

@@ -387,6 +387,31 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--seed", p.seed.to_string()),
             ("--slots", spec.workers.clamped_replicas().to_string()),
         ],
+        // As `linea train --algorithm hybrid|ipm`; one slot per worker the job runs, so the
+        // model depends on the replica count (not on which pods serve the slots).
+        Algorithm::Hybrid(p) => vec![
+            ("--algorithm", "hybrid".to_string()),
+            ("--loss", p.loss.as_str().to_string()),
+            ("--l2", p.l2.to_string()),
+            ("--memory", p.memory.to_string()),
+            ("--epochs", p.max_epochs.to_string()),
+            ("--tolerance", p.tolerance.to_string()),
+            ("--gradient-tolerance", p.gradient_tolerance.to_string()),
+            ("--sgd-rate", p.sgd_rate.to_string()),
+            ("--seed", p.seed.to_string()),
+            ("--slots", spec.workers.clamped_replicas().to_string()),
+        ],
+        Algorithm::Ipm(p) => vec![
+            ("--algorithm", "ipm".to_string()),
+            ("--loss", p.loss.as_str().to_string()),
+            ("--l2", p.l2.to_string()),
+            ("--mixing", p.mixing.as_str().to_string()),
+            ("--epochs", p.max_epochs.to_string()),
+            ("--tolerance", p.tolerance.to_string()),
+            ("--sgd-rate", p.sgd_rate.to_string()),
+            ("--seed", p.seed.to_string()),
+            ("--slots", spec.workers.clamped_replicas().to_string()),
+        ],
     };
     for (flag, value) in params {
         args.extend([flag.to_string(), value]);
@@ -694,6 +719,31 @@ pub mod tests {
         );
         let worker = self::args(&worker_pod(&job, 0, &options())).join(" ");
         assert!(worker.starts_with("worker --master ads-master.ml.svc:7070"), "workers start as for SCD: {worker}");
+    }
+
+    #[test]
+    fn hybrid_and_ipm_map_to_the_masters_arguments_with_one_slot_per_worker() {
+        let hybrid = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 3}\n\
+             algorithm: {hybrid: {l2: 0.5, memory: 7, maxEpochs: 40, gradientTolerance: 1e-8, sgdRate: 0.25}}\n");
+        let args = self::args(&master_pod(&hybrid, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--algorithm"), Some("hybrid"));
+        assert_eq!(after("--memory"), Some("7"));
+        assert_eq!(after("--epochs"), Some("40"));
+        assert_eq!(after("--gradient-tolerance"), Some("0.00000001"));
+        assert_eq!(after("--sgd-rate"), Some("0.25"));
+        assert_eq!(after("--slots"), Some("3"));
+        assert_eq!(after("--mixing"), None, "mixing is IPM's alone (linea refuses it for hybrid)");
+        let ipm = job(
+            "datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {ipm: {loss: hinge, mixing: examples}}\n",
+        );
+        let args = self::args(&master_pod(&ipm, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--algorithm"), Some("ipm"));
+        assert_eq!(after("--loss"), Some("hinge"));
+        assert_eq!(after("--mixing"), Some("examples"));
+        assert_eq!(after("--memory"), None, "memory is L-BFGS's alone (linea refuses it for ipm)");
+        assert_eq!(after("--slots"), Some("1"));
     }
 
     fn job_with_defaults_of_cocoa() -> TrainingJob {

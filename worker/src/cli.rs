@@ -10,6 +10,7 @@ use crate::{eval, prepare, storage, train};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use linea_engine::Loss;
 use linea_engine::cocoa::{Clock, ElasticConfig};
+use linea_engine::hybrid::Mixing;
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -29,6 +30,25 @@ enum AlgorithmArg {
     /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
     /// the slot count K (--slots), not on how many processes serve the slots.
     Cocoa,
+    /// L-BFGS on exact batch gradients ("distributed gradient"): the same model bytes for
+    /// any worker count, like SCD.
+    Lbfgs,
+    /// One AdaGrad pass per slot, averaged per feature, then L-BFGS (Agarwal et al.): the
+    /// model depends on --slots, not on the processes serving them.
+    Hybrid,
+    /// Iterative parameter mixtures (Hall et al.): every epoch each slot runs an online
+    /// pass from the mixed model (SGD; the averaged perceptron for hinge), then they are
+    /// averaged. Fast early accuracy; does not converge to the regularized optimum in
+    /// general. Depends on --slots.
+    Ipm,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum MixingArg {
+    /// Every slot's model counts the same.
+    Uniform,
+    /// A slot's model counts by its share of the examples.
+    Examples,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -108,6 +128,20 @@ struct TrainArgs {
     /// (reproducible decisions).
     #[arg(long, value_enum, default_value = "wall", requires = "elastic")]
     elastic_clock: ClockArg,
+    /// L-BFGS (lbfgs, hybrid): curvature pairs kept (m) [default: 15].
+    #[arg(long)]
+    memory: Option<u32>,
+    /// L-BFGS (lbfgs, hybrid): stop once the gradient's norm is at most this fraction of
+    /// its norm at w = 0 [default: 1e-10].
+    #[arg(long)]
+    gradient_tolerance: Option<f64>,
+    /// Hybrid and IPM: learning rate of the online passes (AdaGrad's step; IPM's normalized
+    /// SGD step, shrinking as 1/epoch) [default: 0.5].
+    #[arg(long)]
+    sgd_rate: Option<f64>,
+    /// IPM: how the slots' models are mixed [default: uniform].
+    #[arg(long, value_enum)]
+    mixing: Option<MixingArg>,
     /// Write a convergence plot (SVG).
     #[arg(long)]
     plot: Option<String>,
@@ -128,7 +162,40 @@ impl TrainArgs {
         let algorithm = match self.algorithm {
             AlgorithmArg::Scd => AlgorithmName::Scd,
             AlgorithmArg::Cocoa => AlgorithmName::Cocoa,
+            AlgorithmArg::Lbfgs => AlgorithmName::Lbfgs,
+            AlgorithmArg::Hybrid => AlgorithmName::Hybrid,
+            AlgorithmArg::Ipm => AlgorithmName::Ipm,
         };
+        let name = algorithm.name();
+        let refuse = |flag: &str, who: &str| {
+            Err(LineaError::Usage(format!("{flag} applies to {who}, not to --algorithm {name}")))
+        };
+        let lbfgs = matches!(algorithm, AlgorithmName::Lbfgs | AlgorithmName::Hybrid);
+        let online = matches!(algorithm, AlgorithmName::Hybrid | AlgorithmName::Ipm);
+        if !lbfgs && self.memory.is_some() {
+            return refuse("--memory", "the L-BFGS algorithms (lbfgs, hybrid)");
+        }
+        if !lbfgs && self.gradient_tolerance.is_some() {
+            return refuse("--gradient-tolerance", "the L-BFGS algorithms (lbfgs, hybrid)");
+        }
+        if !online && self.sgd_rate.is_some() {
+            return refuse("--sgd-rate", "the online passes of hybrid and ipm");
+        }
+        if algorithm != AlgorithmName::Ipm && self.mixing.is_some() {
+            return refuse("--mixing", "ipm");
+        }
+        if algorithm == AlgorithmName::Lbfgs && self.slots.is_some() {
+            return refuse(
+                "--slots",
+                "cocoa, hybrid and ipm (L-BFGS gives the same model for any split; it has no slots)",
+            );
+        }
+        let mixing = match self.mixing {
+            Some(MixingArg::Examples) => Mixing::Examples,
+            _ => Mixing::Uniform,
+        };
+        let (memory, gradient_tolerance, rate) =
+            (self.memory.unwrap_or(15), self.gradient_tolerance.unwrap_or(1e-10), self.sgd_rate.unwrap_or(0.5));
         let slots = self.slots.unwrap_or(workers.max(1));
         let clock = match self.elastic_clock {
             ClockArg::Wall => Clock::Wall,
@@ -158,6 +225,10 @@ impl TrainArgs {
             local_passes,
             gap_tolerance,
             elastic,
+            memory,
+            rate,
+            gradient_tolerance,
+            mixing,
             l2,
             l1,
             epochs,
@@ -483,6 +554,9 @@ const RANGES: &[(&str, Range)] = &[
     ("elastic_factor", Range::Int { min: 2, max: 4_096 }),
     ("elastic_window", Range::Int { min: 1, max: 1_000 }),
     ("elastic_threshold", Range::Float { min: 1.0, max: 1_000.0 }),
+    ("memory", Range::Int { min: 1, max: 1_000 }),
+    ("gradient_tolerance", Range::Float { min: 0.0, max: 0.999_999 }),
+    ("sgd_rate", Range::Float { min: 1e-9, max: 100.0 }),
 ];
 
 /// A range of valid values, as [`RANGES`] lists them.

@@ -12,6 +12,7 @@ use crate::storage;
 use crate::train::TrainOptions;
 use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner};
 use linea_engine::cocoa::{Cocoa, CocoaConfig};
+use linea_engine::hybrid::{Linear, LinearConfig, Mode};
 use linea_engine::scd::{Scd, ScdConfig};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -92,6 +93,36 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 Cocoa::new(config, &layout.shapes, rows)?.with_clock(Box::new(move || started.elapsed().as_secs_f64()));
             then.run(cocoa)
         }
+        AlgorithmName::Lbfgs | AlgorithmName::Hybrid | AlgorithmName::Ipm => {
+            let mode = match options.algorithm {
+                AlgorithmName::Lbfgs => Mode::Lbfgs,
+                AlgorithmName::Hybrid => Mode::Hybrid,
+                _ => Mode::Ipm(options.mixing),
+            };
+            let name = options.algorithm.name();
+            if options.elastic.is_some() {
+                return Err(LineaError::Usage(format!("--elastic scales CoCoA's slots; {name} has no elastic policy")));
+            }
+            if options.l1 > 0.0 {
+                return Err(LineaError::Usage(format!(
+                    "--l1 needs a solver for non-smooth penalties (scd); {name} minimizes sum loss + l2 |w|^2"
+                )));
+            }
+            let config = LinearConfig::new(
+                mode,
+                options.loss,
+                options.l2,
+                options.slots.max(1) as u32,
+                options.memory,
+                options.epochs,
+                options.tolerance,
+                options.gradient_tolerance,
+                options.rate,
+                options.seed,
+            )?;
+            let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
+            then.run(Linear::new(config, &layout.shapes, rows)?)
+        }
     }
 }
 
@@ -101,6 +132,26 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
 pub enum AlgorithmName {
     Scd,
     Cocoa,
+    Lbfgs,
+    Hybrid,
+    Ipm,
+}
+
+impl AlgorithmName {
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgorithmName::Scd => "scd",
+            AlgorithmName::Cocoa => "cocoa",
+            AlgorithmName::Lbfgs => "lbfgs",
+            AlgorithmName::Hybrid => "hybrid",
+            AlgorithmName::Ipm => "ipm",
+        }
+    }
+
+    /// Whether the model depends on the slot count K (not on the worker count).
+    pub fn uses_slots(self) -> bool {
+        matches!(self, AlgorithmName::Cocoa | AlgorithmName::Hybrid | AlgorithmName::Ipm)
+    }
 }
 
 pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &Progress) {

@@ -9,6 +9,7 @@ use crate::storage;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
 use linea_engine::cocoa::ElasticConfig;
+use linea_engine::hybrid::Mixing;
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
 
@@ -28,6 +29,15 @@ pub struct TrainOptions {
     pub gap_tolerance: f64,
     /// CoCoA scales in from `slots` as this policy decides; `None`: K stays.
     pub elastic: Option<ElasticConfig>,
+    /// L-BFGS (lbfgs, hybrid): the curvature pairs kept (m).
+    pub memory: u32,
+    /// Hybrid and IPM: the online passes' learning rate.
+    pub rate: f64,
+    /// L-BFGS (lbfgs, hybrid): stop once the gradient's norm is at most this fraction of
+    /// its norm at 0.
+    pub gradient_tolerance: f64,
+    /// IPM: how the slots' models are mixed.
+    pub mixing: Mixing,
     pub l2: f64,
     pub l1: f64,
     pub epochs: u32,
@@ -52,6 +62,10 @@ impl TrainOptions {
             local_passes: 1,
             gap_tolerance: 1e-6,
             elastic: None,
+            memory: 15,
+            rate: 0.5,
+            gradient_tolerance: 1e-10,
+            mixing: Mixing::Uniform,
             l2: 1.0,
             l1: 0.0,
             epochs: 100,

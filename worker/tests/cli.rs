@@ -248,3 +248,41 @@ fn predict_scores_unlabelled_vw_examples_that_eval_refuses() {
     let err = refused(&["eval", "--model", &model, "--data", &input]);
     assert!(err.contains("new.vw:1: missing label"), "{err}");
 }
+
+#[test]
+fn lbfgs_hybrid_and_ipm_refuse_what_does_not_apply_to_them_and_write_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (grid, model, trace) = (path(dir.path(), "grid"), path(dir.path(), "model"), path(dir.path(), "trace.csv"));
+    ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
+    let train = |extra: &[&str]| -> Vec<String> {
+        ["train", "--data", &grid, "--model", &model].iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    for (extra, says) in [
+        (&["--algorithm", "lbfgs", "--slots", "2"][..], "--slots applies to cocoa, hybrid and ipm"),
+        (&["--algorithm", "ipm", "--memory", "3"][..], "--memory applies to the L-BFGS algorithms"),
+        (&["--algorithm", "hybrid", "--mixing", "examples"][..], "--mixing applies to ipm"),
+        (&["--algorithm", "scd", "--sgd-rate", "1"][..], "--sgd-rate applies to the online passes"),
+        (&["--algorithm", "hybrid", "--l1", "1"][..], "--l1 needs a solver for non-smooth penalties"),
+        (&["--algorithm", "hybrid", "--elastic"][..], "hybrid has no elastic policy"),
+        (&["--algorithm", "hybrid", "--memory", "0"][..], "must be an integer from 1 to 1000"),
+    ] {
+        let args = train(extra);
+        let stderr = refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    for (extra, says) in [
+        (&["--algorithm", "lbfgs", "--loss", "hinge"][..], "the hinge loss cannot be trained with lbfgs"),
+        (&["--algorithm", "hybrid", "--slots", "40"][..], "a slot owns whole grains"),
+    ] {
+        let args = train(extra);
+        let out = linea(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(says), "{extra:?}: {stderr}");
+    }
+    let args = train(&["--algorithm", "hybrid", "--slots", "4", "--trace", &trace, "--epochs", "30"]);
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let objectives: Vec<f64> = text.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+    assert_eq!(objectives.len(), 31, "epoch 0 (w = 0), the warm start, 29 L-BFGS iterations: {text}");
+    assert!(objectives.windows(2).all(|w| w[1] <= w[0]), "the hybrid's objective must not rise: {objectives:?}");
+}

@@ -35,7 +35,18 @@ impl SlotRows {
         slot: usize,
         grid: &G,
     ) -> Result<Self, G::Error> {
-        let range = layout.slot_rows(slot);
+        Self::gather_range(layout, block_offsets, loss, layout.slot_rows(slot), grid)
+    }
+
+    /// Reads the global rows `range` (any contiguous range, across shard boundaries), as
+    /// [`Self::gather`] reads a slot's.
+    pub fn gather_range<G: GridSource>(
+        layout: &Layout,
+        block_offsets: &[usize],
+        loss: Loss,
+        range: std::ops::Range<usize>,
+        grid: &G,
+    ) -> Result<Self, G::Error> {
         let n = range.len();
         // (row within the slot, global feature, value), gathered cell by cell.
         let mut entries: Vec<(u32, u32, f64)> = Vec::new();
@@ -114,6 +125,13 @@ impl SlotRows {
             None => features.iter().map(|&j| z[j as usize]).sum(),
             Some(values) => features.iter().zip(&values[range]).map(|(&j, &x)| z[j as usize] * x).sum(),
         }
+    }
+
+    /// Row `i`'s non-zeros: local features, and their values (`None`: all 1).
+    #[inline]
+    pub fn row(&self, i: usize) -> (&[u32], Option<&[f64]>) {
+        let range = self.starts[i]..self.starts[i + 1];
+        (&self.features[range.clone()], self.values.as_ref().map(|v| &v[range]))
     }
 
     /// `z += scale * x_i`.

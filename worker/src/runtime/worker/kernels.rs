@@ -7,6 +7,7 @@ use super::unit_grid::UnitGrid;
 use crate::error::{LineaError, Result};
 use linea_engine::algorithm::{Kernel, UnitOutput, decode};
 use linea_engine::cocoa::CocoaKernel;
+use linea_engine::hybrid::LinearKernel;
 use linea_engine::scd::kernel::ScdKernel;
 use std::any::Any;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ pub fn kernel_for(algorithm: &str, config: &[u8]) -> Result<Arc<dyn DynKernel>> 
     match algorithm {
         "scd" => Ok(Arc::new(Erased(decode::<ScdKernel>(config, "kernel").map_err(corrupt)?))),
         "cocoa" => Ok(Arc::new(Erased(decode::<CocoaKernel>(config, "kernel").map_err(corrupt)?))),
+        "lbfgs" | "hybrid" | "ipm" => Ok(Arc::new(Erased(decode::<LinearKernel>(config, "kernel").map_err(corrupt)?))),
         other => {
             Err(LineaError::Usage(format!("the master runs algorithm {other:?}, which this worker does not know")))
         }

@@ -1,0 +1,178 @@
+//! The settings of an L-BFGS, hybrid or parameter-mixture run, validated once.
+
+use crate::error::EngineError;
+use crate::loss::Loss;
+use serde::{Deserialize, Serialize};
+
+/// Which member of the family runs (they share one kernel, see [`super`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Batch gradients and L-BFGS from zero: Hall et al.'s "distributed gradient".
+    Lbfgs,
+    /// One AdaGrad pass per slot, the passes averaged per feature by their accumulators,
+    /// then L-BFGS from that average (Agarwal et al., section 3.2).
+    Hybrid,
+    /// Iterative parameter mixtures (Hall, Gilpin and Mann): every epoch each slot runs an
+    /// online pass from the mixed parameters, and the master mixes the results.
+    Ipm(Mixing),
+}
+
+/// How the parameter mixtures are weighted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mixing {
+    /// Every slot's model counts the same.
+    Uniform,
+    /// A slot's model counts by its share of the rows.
+    Examples,
+}
+
+/// Validated settings: only [`LinearConfig::new`] makes one.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LinearConfig {
+    mode: Mode,
+    loss: Loss,
+    l2: f64,
+    slots: u32,
+    memory: u32,
+    max_epochs: u32,
+    tolerance: f64,
+    gradient_tolerance: f64,
+    rate: f64,
+    seed: u64,
+}
+
+fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
+    EngineError::InvalidParameter { name, value, why }
+}
+
+impl LinearConfig {
+    /// `l2` weighs `|w|^2` in `sum loss + l2 |w|^2`; `slots` is the number of online
+    /// learners (hybrid, IPM; L-BFGS's result does not depend on it); `memory` the L-BFGS
+    /// pairs kept (m); the run stops when 3 epochs together lower the objective by less than
+    /// `tolerance` of it, when the gradient's norm falls to `gradient_tolerance` of its
+    /// first value, or after `max_epochs`; `rate` is the online passes' learning rate and
+    /// `seed` fixes their row orders.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        mode: Mode,
+        loss: Loss,
+        l2: f64,
+        slots: u32,
+        memory: u32,
+        max_epochs: u32,
+        tolerance: f64,
+        gradient_tolerance: f64,
+        rate: f64,
+        seed: u64,
+    ) -> Result<Self, EngineError> {
+        let name = match mode {
+            Mode::Lbfgs => "lbfgs",
+            Mode::Hybrid => "hybrid",
+            Mode::Ipm(_) => "ipm",
+        };
+        let online_only = matches!(mode, Mode::Ipm(_));
+        if loss == Loss::Hinge && !online_only {
+            return Err(EngineError::UnsupportedLoss {
+                loss: "hinge",
+                algorithm: name,
+                why: "L-BFGS needs a differentiable loss; train hinge with cocoa, or ipm (averaged perceptron)",
+            });
+        }
+        if !(l2.is_finite() && l2 >= 0.0) {
+            return Err(invalid("l2", l2, "must be finite and >= 0"));
+        }
+        if l2 == 0.0 && loss == Loss::Logistic && !online_only {
+            return Err(invalid("l2", l2, "must be > 0: unregularized logistic loss has no minimum on separable data"));
+        }
+        if slots == 0 {
+            return Err(invalid("slots", 0.0, "must be >= 1"));
+        }
+        if memory == 0 || memory > 1000 {
+            return Err(invalid("memory", memory as f64, "must be in 1..=1000"));
+        }
+        if max_epochs == 0 {
+            return Err(invalid("max_epochs", 0.0, "must be >= 1"));
+        }
+        if !(tolerance.is_finite() && (0.0..1.0).contains(&tolerance)) {
+            return Err(invalid("tolerance", tolerance, "must be in [0, 1)"));
+        }
+        if !(gradient_tolerance.is_finite() && (0.0..1.0).contains(&gradient_tolerance)) {
+            return Err(invalid("gradient_tolerance", gradient_tolerance, "must be in [0, 1)"));
+        }
+        if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
+            return Err(invalid("rate", rate, "must be in (0, 100]"));
+        }
+        Ok(Self { mode, loss, l2, slots, memory, max_epochs, tolerance, gradient_tolerance, rate, seed })
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
+    pub fn l2(&self) -> f64 {
+        self.l2
+    }
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+    pub fn memory(&self) -> usize {
+        self.memory as usize
+    }
+    pub fn max_epochs(&self) -> u32 {
+        self.max_epochs
+    }
+    pub fn tolerance(&self) -> f64 {
+        self.tolerance
+    }
+    pub fn gradient_tolerance(&self) -> f64 {
+        self.gradient_tolerance
+    }
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The algorithm's short name, as the CLI, the model header and the wire use it.
+    pub fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::Lbfgs => "lbfgs",
+            Mode::Hybrid => "hybrid",
+            Mode::Ipm(_) => "ipm",
+        }
+    }
+
+    /// Whether the model depends on the slot count (not for L-BFGS alone).
+    pub fn uses_slots(&self) -> bool {
+        self.mode != Mode::Lbfgs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_settings_are_refused_once() {
+        let make = |mode, loss, l2, slots, memory, rate| {
+            LinearConfig::new(mode, loss, l2, slots, memory, 100, 1e-9, 1e-10, rate, 0)
+        };
+        let ipm = Mode::Ipm(Mixing::Uniform);
+        assert!(make(Mode::Lbfgs, Loss::Logistic, 1.0, 1, 15, 0.5).is_ok());
+        assert!(make(ipm, Loss::Hinge, 1.0, 4, 15, 0.5).is_ok(), "IPM trains hinge by the averaged perceptron");
+        let hinge = make(Mode::Hybrid, Loss::Hinge, 1.0, 4, 15, 0.5).unwrap_err();
+        assert!(matches!(hinge, EngineError::UnsupportedLoss { algorithm: "hybrid", .. }), "{hinge}");
+        assert!(make(Mode::Lbfgs, Loss::Logistic, 0.0, 1, 15, 0.5).is_err());
+        assert!(make(Mode::Lbfgs, Loss::Squared, 0.0, 1, 15, 0.5).is_ok());
+        assert!(make(Mode::Lbfgs, Loss::Logistic, f64::NAN, 1, 15, 0.5).is_err());
+        assert!(make(Mode::Hybrid, Loss::Logistic, 1.0, 0, 15, 0.5).is_err());
+        assert!(make(Mode::Hybrid, Loss::Logistic, 1.0, 2, 0, 0.5).is_err());
+        assert!(make(Mode::Hybrid, Loss::Logistic, 1.0, 2, 15, 0.0).is_err());
+        assert!(make(Mode::Hybrid, Loss::Logistic, 1.0, 2, 15, f64::INFINITY).is_err());
+        let tol = LinearConfig::new(Mode::Lbfgs, Loss::Squared, 1.0, 1, 15, 100, 1.5, 0.0, 0.5, 0);
+        assert!(tol.is_err());
+    }
+}

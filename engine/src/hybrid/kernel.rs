@@ -1,0 +1,214 @@
+//! The data-parallel half of L-BFGS, the hybrid and parameter mixtures: a unit is a slot
+//! (a run of whole grains, [`super::layout`]); its state is its rows, gathered on first use
+//! and rebuilt from the grid alone, so no unit keeps anything the master must mirror.
+
+use super::config::Mixing;
+use super::layout::{GRAIN, Layout};
+use super::online::{adagrad_pass, perceptron_pass, sgd_pass};
+use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput};
+use crate::cocoa::rows::SlotRows;
+use crate::error::EngineError;
+use crate::fixed::{Quantity, SumRange};
+use crate::loss::Loss;
+use crate::rng::{SplitMix64, shuffle};
+use serde::{Deserialize, Serialize};
+
+/// What every worker needs to run any slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearKernel {
+    pub(super) loss: Loss,
+    pub(super) l2: f64,
+    pub(super) rate: f64,
+    pub(super) seed: u64,
+    pub(super) mixing: Mixing,
+    pub(super) layout: Layout,
+    /// First global feature of each block; the last entry is the feature count.
+    pub(super) block_offsets: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LinearPhase {
+    /// The data loss and its gradient at `w`: a range sum of `F + 1` (the gradient, then the
+    /// loss), each grain's part rounded once.
+    Evaluate { w: Vec<f64> },
+    /// One AdaGrad pass from `w = 0`; a range sum of `2F`: `G_j w_j` of each feature the
+    /// slot touched, then `G_j - 1` (the accumulators start at 1, so an untouched feature
+    /// weighs 1 with its value 0: the master adds those weights).
+    Adagrad,
+    /// One online pass from the mixed `w` (SGD; the averaged perceptron for hinge), the
+    /// slot's change of each touched feature times its mixing weight: a range sum of `F`.
+    Mix { epoch: u32, w: Vec<f64> },
+}
+
+/// A slot between phases: only its rows (everything else lives on the master).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SlotData {
+    rows: Option<SlotRows>,
+}
+
+impl LinearKernel {
+    pub fn features(&self) -> usize {
+        *self.block_offsets.last().unwrap_or(&0)
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The visiting order of slot `unit`'s rows in online pass `epoch`.
+    fn order(&self, unit: usize, epoch: u32, len: usize) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..len as u32).collect();
+        let seed = [epoch as u64, unit as u64].iter().fold(self.seed, |s, &v| SplitMix64::new(s ^ v).next_u64());
+        shuffle(&mut order, seed);
+        order
+    }
+
+    fn check_len(&self, w: &[f64]) -> Result<(), EngineError> {
+        if w.len() != self.features() {
+            return Err(EngineError::Corrupt(format!("model of {} for {} features", w.len(), self.features())));
+        }
+        Ok(())
+    }
+
+    /// The loss and gradient sums of a slot, one exact partial per grain.
+    fn evaluate(&self, unit: usize, rows: &SlotRows, w: &[f64]) -> Result<Contribution, EngineError> {
+        let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
+        let range = SumRange::for_partials(self.layout.grains());
+        let mut acc = vec![0.0; local.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut seen = vec![false; local.len()];
+        let mut sums = Vec::new();
+        let first = self.layout.slot_rows(unit).start;
+        for grain in self.layout.slot_grains(unit) {
+            let from = grain * GRAIN - first;
+            let to = ((grain + 1) * GRAIN).min(self.layout.rows()) - first;
+            let mut loss = 0.0;
+            for i in from..to {
+                let m = rows.dot(i, &local);
+                let y = rows.targets[i];
+                loss += self.loss.value(y, m);
+                let d = self.loss.derivatives(y, m).first;
+                let (features, values) = rows.row(i);
+                for (k, &j) in features.iter().enumerate() {
+                    let x = values.map_or(1.0, |v| v[k]);
+                    if !seen[j as usize] {
+                        seen[j as usize] = true;
+                        touched.push(j);
+                    }
+                    acc[j as usize] += d * x;
+                }
+            }
+            touched.sort_unstable();
+            for &j in &touched {
+                let j = j as usize;
+                sums.push((rows.globals[j], range.fixed(Quantity::Gradient, acc[j])?));
+                acc[j] = 0.0;
+                seen[j] = false;
+            }
+            touched.clear();
+            sums.push((self.features() as u32, range.fixed(Quantity::Loss, loss)?));
+        }
+        Ok(Contribution::Sparse(sums))
+    }
+}
+
+impl Kernel for LinearKernel {
+    type Phase = LinearPhase;
+    type UnitState = SlotData;
+    /// Nothing: units hold no state the master must keep.
+    type Mirror = ();
+    type UnitBase = ();
+
+    fn units(&self) -> usize {
+        self.layout.slots()
+    }
+
+    fn fresh<G: GridSource>(&self, _unit: usize, _grid: &G) -> Result<SlotData, G::Error> {
+        Ok(SlotData::default())
+    }
+
+    fn run<G: GridSource>(
+        &self,
+        phase: &LinearPhase,
+        unit: usize,
+        state: &mut SlotData,
+        grid: &G,
+    ) -> Result<UnitOutput, G::Error> {
+        if state.rows.is_none() {
+            let range = self.layout.slot_rows(unit);
+            let layout = self.layout.row_layout();
+            state.rows = Some(SlotRows::gather_range(layout, &self.block_offsets, self.loss, range, grid)?);
+        }
+        let rows = state.rows.as_ref().expect("gathered above");
+        let partials = SumRange::for_partials(self.layout.slots());
+        let sums = match phase {
+            LinearPhase::Evaluate { w } => {
+                self.check_len(w)?;
+                self.evaluate(unit, rows, w)?
+            }
+            LinearPhase::Adagrad => {
+                let mut local = vec![0.0; rows.globals.len()];
+                let order = self.order(unit, 0, rows.len());
+                let r = 2.0 * self.l2 / self.layout.rows() as f64;
+                let g2 = adagrad_pass(self.loss, rows, &mut local, self.rate, r, &order);
+                let f = self.features() as u32;
+                let mut sums = Vec::with_capacity(2 * local.len());
+                for ((&j, &x), &g) in rows.globals.iter().zip(&local).zip(&g2) {
+                    if g != 1.0 {
+                        sums.push((j, partials.fixed(Quantity::SharedVector, g * x)?));
+                        sums.push((f + j, partials.fixed(Quantity::SharedVector, g - 1.0)?));
+                    }
+                }
+                Contribution::Sparse(sums)
+            }
+            LinearPhase::Mix { epoch, w } => {
+                self.check_len(w)?;
+                let start: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
+                let mut local = start.clone();
+                let order = self.order(unit, *epoch, rows.len());
+                if self.loss == Loss::Hinge {
+                    perceptron_pass(rows, &mut local, &order);
+                } else {
+                    // Steps shrink with the epoch as 1/(epoch + 1): a mixture of SGD passes
+                    // with a fixed step stalls at the step's noise level.
+                    let rate = self.rate / (1.0 + *epoch as f64);
+                    sgd_pass(self.loss, rows, &mut local, rate, self.l2, self.layout.rows() as f64, &order);
+                }
+                let weight = match self.mixing {
+                    Mixing::Uniform => 1.0 / self.layout.slots() as f64,
+                    Mixing::Examples => rows.len() as f64 / self.layout.rows() as f64,
+                };
+                let sums = rows
+                    .globals
+                    .iter()
+                    .zip(local.iter().zip(&start))
+                    .filter(|(_, (a, b))| a != b)
+                    .map(|(&j, (a, b))| Ok((j, partials.fixed(Quantity::SharedVector, weight * (a - b))?)))
+                    .collect::<Result<_, EngineError>>()?;
+                Contribution::Sparse(sums)
+            }
+        };
+        Ok(UnitOutput { sums, payload: Vec::new() })
+    }
+
+    fn commit(&self, _mirror: &mut (), _phase: &LinearPhase, _output: &PhaseOutput) {}
+
+    fn unit_base(&self, _mirror: &(), _unit: usize) {}
+
+    /// Every slot is rebuilt from the grid alone: one base for all.
+    fn base_key(&self, _unit: usize) -> usize {
+        0
+    }
+
+    fn restore<G: GridSource>(&self, unit: usize, _base: &(), grid: &G) -> Result<SlotData, G::Error> {
+        self.fresh(unit, grid)
+    }
+
+    fn encode_state(&self, _state: &SlotData) -> Vec<u8> {
+        Vec::new()
+    }
+
+    fn decode_state<G: GridSource>(&self, unit: usize, _bytes: &[u8], grid: &G) -> Result<SlotData, G::Error> {
+        self.fresh(unit, grid)
+    }
+}

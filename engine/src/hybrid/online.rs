@@ -1,0 +1,88 @@
+//! The online passes a slot makes over its rows: pure functions of the rows, the starting
+//! model (over the slot's local features) and a row order.
+
+use crate::cocoa::rows::SlotRows;
+use crate::loss::Loss;
+
+/// Calls `f(local feature, value)` for each non-zero of row `i`.
+#[inline]
+fn for_each_entry(rows: &SlotRows, i: usize, mut f: impl FnMut(usize, f64)) {
+    let (features, values) = rows.row(i);
+    match values {
+        None => features.iter().for_each(|&j| f(j as usize, 1.0)),
+        Some(values) => features.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x)),
+    }
+}
+
+/// One AdaGrad pass (Agarwal et al., Algorithm 1; Duchi, Hazan and Singer 2011): with the
+/// accumulators `G` starting at 1, each row's gradient `g_j = l'(y, x.w) x_j + r w_j`
+/// moves `w_j -= rate g_j / sqrt(G_j)`, then `G_j += g_j^2`. `r = 2 l2 / n` spreads the
+/// regularizer over the n rows of the whole problem, applied to a feature when a row
+/// touches it (a warm start only needs the right neighbourhood; L-BFGS finishes on the
+/// exact objective). Returns the accumulators; `w` is updated in place.
+pub fn adagrad_pass(loss: Loss, rows: &SlotRows, w: &mut [f64], rate: f64, r: f64, order: &[u32]) -> Vec<f64> {
+    let mut g2 = vec![1.0f64; w.len()];
+    for &i in order {
+        let i = i as usize;
+        let d = loss.derivatives(rows.targets[i], rows.dot(i, w)).first;
+        for_each_entry(rows, i, |j, x| {
+            let g = d * x + r * w[j];
+            w[j] -= rate * g / g2[j].sqrt();
+            g2[j] += g * g;
+        });
+    }
+    g2
+}
+
+/// The largest second derivative of the loss: the step normalization of [`sgd_pass`].
+fn curvature_bound(loss: Loss) -> f64 {
+    match loss {
+        Loss::Squared => 2.0,
+        Loss::Logistic => 0.25,
+        Loss::Hinge => 1.0,
+    }
+}
+
+/// One pass of normalized SGD on `sum loss + l2 |w|^2` (the slot's rows, the regularizer
+/// spread over the problem's `n` rows): row i steps by `rate / (c |x_i|^2)` along its
+/// gradient, with `c` the loss's largest curvature, so `rate = 1` never overshoots the row's
+/// own minimum (for squared loss it lands on it). The regularizer shrinks the model by a
+/// scale factor kept apart (Bottou's trick), so a step costs the row's non-zeros only.
+pub fn sgd_pass(loss: Loss, rows: &SlotRows, w: &mut [f64], rate: f64, l2: f64, n: f64, order: &[u32]) {
+    let c = curvature_bound(loss);
+    let mut scale = 1.0;
+    for &i in order {
+        let i = i as usize;
+        let norm = rows.norms[i];
+        if norm == 0.0 {
+            continue;
+        }
+        let eta = rate / (c * norm);
+        let d = loss.derivatives(rows.targets[i], scale * rows.dot(i, w)).first;
+        scale *= 1.0 - (eta * 2.0 * l2 / n).min(0.5);
+        rows.add_to(i, -eta * d / scale, w);
+        if scale < 1e-9 {
+            w.iter_mut().for_each(|x| *x *= scale);
+            scale = 1.0;
+        }
+    }
+    w.iter_mut().for_each(|x| *x *= scale);
+}
+
+/// One pass of the averaged perceptron (Collins 2002; Hall et al. mix it for hinge): a row
+/// the model gets wrong (`y x.w <= 0`) adds `y x`; returns in `w` the average of the model
+/// over the pass's steps (by Daumé's accumulator, so a step costs the row's non-zeros).
+pub fn perceptron_pass(rows: &SlotRows, w: &mut [f64], order: &[u32]) {
+    let mut u = vec![0.0; w.len()];
+    let mut c = 1.0;
+    for &i in order {
+        let i = i as usize;
+        let y = rows.targets[i];
+        if y * rows.dot(i, w) <= 0.0 {
+            rows.add_to(i, y, w);
+            rows.add_to(i, c * y, &mut u);
+        }
+        c += 1.0;
+    }
+    w.iter_mut().zip(&u).for_each(|(x, u)| *x -= u / c);
+}

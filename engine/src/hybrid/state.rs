@@ -1,0 +1,67 @@
+//! What a checkpoint of L-BFGS, the hybrid or IPM holds, and what one epoch changes.
+
+use super::lbfgs::Pair;
+use crate::algorithm::StopReason;
+use serde::{Deserialize, Serialize};
+
+/// Everything a run resumes from bit for bit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LinearState {
+    /// Epochs completed (L-BFGS iterations; the hybrid's first is its online pass; IPM's
+    /// are mixing rounds).
+    pub epoch: u32,
+    pub w: Vec<f64>,
+    /// The objective at `w`; `None` before the first evaluation.
+    pub f: Option<f64>,
+    /// The objective's gradient at `w` (empty before the first evaluation).
+    pub g: Vec<f64>,
+    /// The objective and gradient norm at the start (`w = 0`).
+    pub initial: Option<f64>,
+    pub initial_gradient_norm: f64,
+    /// L-BFGS curvature pairs, oldest first (at most the memory m).
+    pub pairs: Vec<Pair>,
+    /// The objective after each epoch.
+    pub objectives: Vec<f64>,
+    /// Batch passes (objective and gradient evaluations) so far, line searches included.
+    pub evaluations: u64,
+    /// Set when the run stopped for a reason the history alone does not show (the line
+    /// search could not lower the objective any further).
+    pub stalled: bool,
+}
+
+/// What one epoch changed: replayed onto the state it followed, it gives the next state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearStep {
+    /// The epoch count after the step.
+    pub epoch: u32,
+    pub w: Vec<f64>,
+    pub f: f64,
+    pub g: Vec<f64>,
+    pub initial: Option<f64>,
+    pub initial_gradient_norm: f64,
+    /// The pair this epoch added, and how many of the oldest it dropped (a full memory
+    /// drops one; a failed line search drops all).
+    pub pair: Option<Pair>,
+    pub dropped: u32,
+    pub evaluations: u64,
+    pub stalled: bool,
+}
+
+impl LinearState {
+    /// Why the run should stop, from the history alone (and the stall flag).
+    pub fn stop_reason(&self, max_epochs: u32, tolerance: f64, gradient_tolerance: f64) -> Option<StopReason> {
+        let n = self.objectives.len();
+        let converged = n >= 4
+            && (self.objectives[n - 4] - self.objectives[n - 1]).abs() <= tolerance * self.objectives[n - 1].abs();
+        let gradient = self.f.is_some()
+            && !self.g.is_empty()
+            && super::lbfgs::norm(&self.g) <= gradient_tolerance * self.initial_gradient_norm;
+        if self.stalled || converged || (self.epoch > 0 && gradient) {
+            Some(StopReason::Converged)
+        } else if self.epoch >= max_epochs {
+            Some(StopReason::MaxEpochs)
+        } else {
+            None
+        }
+    }
+}
