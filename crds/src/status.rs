@@ -285,10 +285,24 @@ pub struct ElasticStatus {
     /// Worker pods the master released in a scale-in, in the order it released them. Their
     /// pods are deleted once they exited and are never created again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "released_schema")]
     pub released: Vec<String>,
     /// The master's last scale-in decision and why (e.g. "duality gap rate ... : 16 -> 4").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// Schema of `status.elastic.released`: pod names, at most one per worker a job may have.
+fn released_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Worker pods the master released in a scale-in, in the order it released them. Their pods are deleted once they exited and are never created again.",
+        "type": "array",
+        "maxItems": crate::MAX_WORKERS,
+        "items": {
+            "description": "The name of a released worker pod (`<job>-worker-<index>`).",
+            "type": "string",
+        },
+    })
 }
 
 /// Training progress as reported by the master.
