@@ -31,6 +31,10 @@
 # job as DatasetError; SIGTERM stops the operator while it creates a 1000-worker job.
 # Last, a cocoa job: its pods' arguments, run to Succeeded by real master and worker processes,
 # its duality gap polled, then final in status.progress and the GAP column of `kubectl get tj`.
+# Then an elastic cocoa job (issue 14): SCD with elastic refused; 4 real worker processes
+# named like its pods, the master scales in 4 -> 1, exactly the released pods are deleted
+# once they exited (the others stay), status.elastic / workers.desired / Scaling / the
+# ElasticScaleIn event follow, and the model equals `linea train` with the same settings.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -40,10 +44,10 @@ CP="$HERE/control-plane"
 . "$CP/versions.sh"
 
 passed=0 failed=0
-STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID=""
+STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID="" ELASTIC_PIDS=""
 finish() {
   local rc=$?
-  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID"; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
+  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID" $ELASTIC_PIDS; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
   if [ -n "$STATE" ]; then
     if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE/operator.log" 2>/dev/null || true; fi
     "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
@@ -593,3 +597,89 @@ sys.exit(0 if names[:3] == ["NAME", "PHASE", "ALGORITHM"] and values[:3] == ["sv
   "$STATE/svm.get" "$(jp tj/svm '{.status.progress.dualityGap}')"
 workers_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null && ! kill -0 "$OTHER_WORKER_PID" 2>/dev/null; }
 check "both workers are released and exit" until_ok 30 workers_exited
+
+# ---- Elastic CoCoA (issue 14): the master scales in, the operator follows.
+check "elastic with SCD is refused at admission" refused_with "elastic.enabled needs algorithm.cocoa" \
+  "$(job_yaml elastic-scd 'elastic: {enabled: true}')"
+job_yaml shrink "algorithm: {cocoa: {loss: hinge, gapTolerance: 1e-6, maxEpochs: 100000}}" 'workers: {replicas: 4}' \
+  'elastic: {enabled: true, minReplicas: 1, factor: 4, clock: epochs}' | k apply -f - >/dev/null
+shrink_pods() { k -n ml get pods -l linea.io/job-name=shrink -o name | sort | tr '\n' ' '; }
+shrink_started() { [ "$(shrink_pods)" = "pod/shrink-master pod/shrink-worker-0 pod/shrink-worker-1 pod/shrink-worker-2 pod/shrink-worker-3 " ]; }
+check "an elastic cocoa job gets its master and 4 workers" until_ok 60 shrink_started
+check "its master runs with 4 slots and the elastic policy's flags" has_args shrink-master --slots 4 --elastic \
+  --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock epochs
+uid="$(jp tj/shrink '{.metadata.uid}')"
+python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' \
+  e2e-operator-key-0123456789 "$uid" >"$STATE/shrink.token"
+until_ok 30 port_free
+args_text="$(local_args shrink-master --data="$STATE/grid" --model="$STATE/shrink.model" \
+  --checkpoint="$STATE/shrink.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/shrink.token")"
+mapfile -t master_args <<<"$args_text"
+LINEA_TERMINATION_LOG="$STATE/shrink.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/shrink-master.log" 2>&1 &
+MASTER_PID=$!
+# Each worker process plays one pod: its id starts with its hostname, as in a pod.
+declare -A SHRINK_PID
+for w in 0 1 2 3; do
+  args_text="$(local_args "shrink-worker-$w" --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/shrink.token")"
+  mapfile -t worker_args <<<"$args_text"
+  HOSTNAME="shrink-worker-$w" "$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/shrink-worker-$w.log" 2>&1 &
+  SHRINK_PID[$w]=$!
+  ELASTIC_PIDS="$ELASTIC_PIDS $!"
+done
+k -n ml patch pod shrink-master --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+for w in 0 1 2 3; do set_pod_phase "shrink-worker-$w" Running; done
+released_three() { [ "$(jp tj/shrink '{.status.elastic.released[*]}' | wc -w)" = 3 ] || { echo "status: $(jp tj/shrink '{.status}')"; false; }; }
+check "the master scales in 4 -> 1 and the operator records the 3 released pods in status.elastic.released" \
+  until_ok 180 released_three
+released="$(jp tj/shrink '{.status.elastic.released[*]}')"
+kept=""
+for w in 0 1 2 3; do grep -qw "shrink-worker-$w" <<<"$released" || kept="shrink-worker-$w"; done
+echo "       released: $released; kept: $kept"
+released_exited_0() {
+  local name rc
+  for name in $released; do
+    rc=0; wait "${SHRINK_PID[${name##*-}]}" || rc=$?
+    [ "$rc" = 0 ] || { echo "$name exited $rc"; return 1; }
+  done
+}
+check "the released worker processes exit 0 by themselves" released_exited_0
+check "the kept worker still runs" kill -0 "${SHRINK_PID[${kept##*-}]}"
+check "while their pods still run, no pod was deleted" shrink_started
+for name in $released; do set_terminated "$name" Succeeded 0 Completed; done
+exactly_released_gone() {
+  [ "$(shrink_pods)" = "pod/shrink-master pod/$kept " ] || { echo "pods: $(shrink_pods)"; false; }
+}
+check "exactly the released pods are deleted once they exited, and not replaced" until_ok 30 exactly_released_gone
+scaled_in() {
+  local reason message events
+  reason="$(jp tj/shrink '{.status.conditions[?(@.type=="Scaling")].reason}')"
+  message="$(jp tj/shrink '{.status.conditions[?(@.type=="Scaling")].message}')"
+  events="$(k -n ml get events --field-selector involvedObject.name=shrink,reason=ElasticScaleIn -o jsonpath='{.items[*].note}')"
+  { [ "$reason" = ElasticScaleIn ] && grep -q "4 -> 1" <<<"$message" ||
+    { [ "$reason" = Stable ] && grep -q "after an elastic scale-in" <<<"$message"; }; } &&
+    grep -q "4 -> 1" <<<"$events" && equals tj/shrink '{.status.workers.desired}' 1 ||
+    { echo "Scaling $reason: $message; events: $events; desired $(jp tj/shrink '{.status.workers.desired}')"; false; }
+}
+check "Scaling (ElasticScaleIn, then Stable), an event with the master's reason, workers.desired 1" until_ok 30 scaled_in
+echo "       $(k -n ml get events --field-selector involvedObject.name=shrink,reason=ElasticScaleIn -o jsonpath='{.items[0].note}')"
+check "the elastic master runs to the end" until_ok 600 master_done
+master_rc=0
+wait "$MASTER_PID" || master_rc=$?
+check "... and exits 0" test "$master_rc" = 0
+set_terminated shrink-master Succeeded 0 Completed "$(cat "$STATE/shrink.termination")"
+check "the elastic job is Succeeded" until_ok 30 equals tj/shrink '{.status.phase}' Succeeded
+# The same settings in one process: `linea train` with the master's own arguments.
+train_args="$(python3 -c 'import sys
+args, out, skip = sys.argv[2:], [], False
+for i, a in enumerate(args):
+    if skip: skip = False; continue
+    if a in ("--listen", "--secret-file", "--checkpoint"): skip = True; continue
+    out.append(a)
+out[0] = "train"
+out[out.index("--model") + 1] = sys.argv[1]
+print("\n".join(out))' "$STATE/shrink-reference.model" "${master_args[@]}")"
+mapfile -t train_args <<<"$train_args"
+"$LINEA_BIN" --quiet "${train_args[@]}" --threads 2 >"$STATE/shrink-train.log" 2>&1
+check "the elastic job's model equals linea train with the same settings, bit for bit" \
+  cmp "$STATE/shrink.model" "$STATE/shrink-reference.model"

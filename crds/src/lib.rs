@@ -27,9 +27,9 @@ pub use algorithm::{Algorithm, CocoaParams, Loss, ScdParams};
 pub use raw_data::{NumericMode, RawData, RawFormat};
 pub use run_policy::{CleanPodPolicy, RunPolicy};
 pub use spec::{PodMetadata, PullPolicy, StorageSpec, TrainingJob, TrainingJobSpec};
-pub use status::{Phase, Progress, TrainingJobStatus, WorkerStatus};
+pub use status::{ElasticStatus, Phase, Progress, TrainingJobStatus, WorkerStatus};
 pub use validation::InvalidSpec;
-pub use workers::{ElasticPolicy, MAX_WORKERS, MasterSpec, WorkerSpec};
+pub use workers::{ElasticClock, ElasticPolicy, MAX_WORKERS, MasterSpec, WorkerSpec};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

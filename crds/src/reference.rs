@@ -26,15 +26,20 @@ shows the same text as this page.
 
 The API server refuses a bad manifest: numeric bounds and enums are in the schema, and the
 rules the schema cannot say are CEL rules (listed under each object below), including what
-this version cannot run (`elastic.enabled`, the hinge loss with SCD or the hybrid, `file://`
+this version cannot run (`elastic.enabled` with SCD, the hinge loss with SCD or the hybrid, `file://`
 URIs, which pods on other nodes cannot see) and names that would not make valid child objects
 (`metadata.name`: at most 56 characters, a DNS-1035 label, because the master Service is
 `<name>-master`). Updates may change workers, placement, resources and run policy;
-`datasetUri`, `rawData`, `modelUri`, `algorithm`, `image`, `imagePullPolicy`, `jobSecretName`,
+`datasetUri`, `rawData`, `modelUri`, `algorithm`, `elastic`, `image`, `imagePullPolicy`, `jobSecretName`,
 `storage`, `serviceAccountName`, `priorityClassName` and `schedulerName` are immutable. A job
 names its data either as a grid `linea prepare` wrote (`datasetUri` alone) or as raw input
 (`rawData`, prepared by the operator into the grid at `datasetUri`: phase `Preparing`,
-condition `Prepared`). Every algorithm
+condition `Prepared`). An elastic CoCoA job (`elastic.enabled`) starts with
+`workers.replicas` slots and workers; the master scales in as the duality gap's convergence
+slows, and the operator deletes exactly the released workers' pods once they exited and does
+not replace them (`status.elastic`, condition `Scaling` reason `ElasticScaleIn`); there,
+`kubectl scale` sets the most worker pods the job may run, never the slot count (see
+docs/algorithms.md). Every algorithm
 minimizes the sum of the examples' losses + `l2` * |w|^2 (bias included), with the losses
 defined under `spec.algorithm.scd.loss`. A ready example: `docs/examples/trainingjob.yaml`;
 more in `crds/tests/fixtures/valid-*.yaml`.

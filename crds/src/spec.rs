@@ -94,6 +94,8 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
     validation = Rule::new(IMMUTABLE_POD_FIELDS_RULE).message(crate::validation::MSG_POD_FIELDS_IMMUTABLE),
     validation = Rule::new(RAW_DATA_URI_RULE).message(crate::validation::MSG_RAW_DATA_SAME_URI),
     validation = Rule::new(IMMUTABLE_RAW_DATA_RULE).message(crate::validation::MSG_RAW_DATA_IMMUTABLE),
+    validation = Rule::new(ELASTIC_COCOA_RULE).message(crate::validation::MSG_ELASTIC_NEEDS_COCOA),
+    validation = Rule::new(ELASTIC_MIN_RULE).message(crate::validation::MSG_ELASTIC_MIN_ABOVE_REPLICAS),
 )]
 pub struct TrainingJobSpec {
     /// URI of the data grid written by `linea prepare`: `s3://bucket/prefix` (pods see no
@@ -140,9 +142,11 @@ pub struct TrainingJobSpec {
     /// The master pod's resources and placement.
     #[serde(default)]
     pub master: MasterSpec,
-    /// Elastic scale-in of the workers as convergence slows: not implemented in this version
-    /// (`enabled: true` is refused).
+    /// Elastic scale-in of the workers as the duality gap's convergence slows (cocoa only):
+    /// the job starts with workers.replicas slots and workers, the master scales in, the
+    /// operator deletes exactly the released workers' pods. Immutable.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(crate::validation::MSG_ELASTIC_IMMUTABLE))]
     pub elastic: ElasticPolicy,
     /// Retries, deadline, clean-up and time-to-live after the job finishes.
     #[serde(default)]
@@ -207,6 +211,16 @@ const RAW_DATA_URI_RULE: &str =
 /// the job trains on was prepared from it).
 const IMMUTABLE_RAW_DATA_RULE: &str =
     "has(self.rawData) == has(oldSelf.rawData) && (!has(self.rawData) || self.rawData == oldSelf.rawData)";
+
+/// Elastic scale-in is CoCoA's: SCD gives the same model for any worker count and has no
+/// slots to merge.
+const ELASTIC_COCOA_RULE: &str =
+    "!has(self.elastic) || !self.elastic.enabled || (has(self.algorithm) && has(self.algorithm.cocoa))";
+
+/// An elastic job starts with workers.replicas slots, so its floor cannot be above them (this
+/// also bounds `kubectl scale` of an elastic job from below).
+const ELASTIC_MIN_RULE: &str = "!has(self.elastic) || !self.elastic.enabled || \
+    (has(self.elastic.minReplicas) ? self.elastic.minReplicas : 1) <= (has(self.workers) ? self.workers.replicas : 1)";
 
 /// Labels and annotations for the job's pods.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]

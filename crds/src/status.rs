@@ -205,6 +205,11 @@ pub struct TrainingJobStatus {
     /// Training progress reported by the master.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// Elastic scale-in (spec.elastic.enabled): the slots the job started with and the
+    /// workers the master released. Kept here because a restarted master's own list of
+    /// released workers starts empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elastic: Option<ElasticStatus>,
     /// URI of the final model, set only once the job has succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_uri: Option<String>,
@@ -262,6 +267,42 @@ pub struct WorkerStatus {
     /// Label selector of the worker pods, in string form (for `kubectl scale` and HPA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
+}
+
+/// What the operator remembers of an elastic job's scale-ins.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ElasticStatus {
+    /// CoCoA slots the job started with (workers.replicas then): every master of the job,
+    /// a restarted one too, gets this `--slots`, whatever `kubectl scale` did since, so its
+    /// checkpoint's scale-in decisions replay.
+    #[serde(default)]
+    pub slots: i32,
+    /// Workers the master's policy wants now (its slots after the last scale-in), as last
+    /// reported by the master.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<i32>,
+    /// Worker pods the master released in a scale-in, in the order it released them. Their
+    /// pods are deleted once they exited and are never created again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "released_schema")]
+    pub released: Vec<String>,
+    /// The master's last scale-in decision and why (e.g. "duality gap rate ... : 16 -> 4").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Schema of `status.elastic.released`: pod names, at most one per worker a job may have.
+fn released_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Worker pods the master released in a scale-in, in the order it released them. Their pods are deleted once they exited and are never created again.",
+        "type": "array",
+        "maxItems": crate::MAX_WORKERS,
+        "items": {
+            "description": "The name of a released worker pod (`<job>-worker-<index>`).",
+            "type": "string",
+        },
+    })
 }
 
 /// Training progress as reported by the master.

@@ -37,9 +37,17 @@ pub const MSG_MODEL_URI_SCHEME: &str =
 pub const MSG_MODEL_URI_IMMUTABLE: &str = "modelUri is immutable: create a new TrainingJob to write elsewhere";
 /// CEL message: the model would overwrite the data.
 pub const MSG_SAME_URI: &str = "modelUri must differ from datasetUri: the model would overwrite the data";
-/// CEL message: elastic scale-in asked for.
-pub const MSG_ELASTIC_NOT_IMPLEMENTED: &str =
-    "elastic.enabled must be false: elastic scale-in is not implemented in this linea version";
+/// CEL message: elastic scale-in asked for with an algorithm other than CoCoA.
+pub const MSG_ELASTIC_NEEDS_COCOA: &str = "elastic.enabled needs algorithm.cocoa: elastic scale-in merges CoCoA's slots; \
+     SCD gives the same model for any worker count and has nothing to scale in";
+/// CEL message: the elastic floor above the workers the job starts with.
+pub const MSG_ELASTIC_MIN_ABOVE_REPLICAS: &str = "elastic.minReplicas must be less than or equal to workers.replicas: \
+     an elastic job starts with workers.replicas slots and scales in towards elastic.minReplicas";
+/// CEL message: the elastic threshold d out of (1, 1000].
+pub const MSG_ELASTIC_THRESHOLD: &str = "elastic.threshold must be greater than 1 and at most 1000: scale in when the short-term rate times it is below the long-term rate";
+/// CEL message: the elastic policy changed after creation.
+pub const MSG_ELASTIC_IMMUTABLE: &str = "elastic is immutable: a restarted master replays its scale-in decisions under \
+     the settings it started with; create a new TrainingJob to change them";
 /// CEL message: CoCoA with a non-positive L2.
 pub const MSG_COCOA_L2_POSITIVE: &str = "cocoa.l2 must be greater than 0: SDCA needs a strongly convex regularizer";
 /// CEL message: SCD with the hinge loss.
@@ -253,7 +261,18 @@ impl TrainingJobSpec {
             }
         }
 
-        p.check(!self.elastic.enabled, MSG_ELASTIC_NOT_IMPLEMENTED);
+        let e = &self.elastic;
+        if e.enabled {
+            p.check(matches!(self.algorithm, Algorithm::Cocoa(_)), MSG_ELASTIC_NEEDS_COCOA);
+            p.check(e.min_replicas <= w.replicas, MSG_ELASTIC_MIN_ABOVE_REPLICAS);
+        }
+        p.at_least("elastic.minReplicas", e.min_replicas.into(), 1);
+        p.at_most("elastic.minReplicas", e.min_replicas.into(), MAX_WORKERS.into());
+        p.at_least("elastic.factor", e.factor.into(), 2);
+        p.at_most("elastic.factor", e.factor.into(), MAX_WORKERS.into());
+        p.at_least("elastic.window", e.window.into(), 1);
+        p.at_most("elastic.window", e.window.into(), 1000);
+        p.check(e.threshold > 1.0 && e.threshold <= 1000.0, MSG_ELASTIC_THRESHOLD);
 
         let r = &self.run_policy;
         p.at_least("runPolicy.backoffLimit", r.backoff_limit.into(), 0);
@@ -278,6 +297,7 @@ impl TrainingJobSpec {
         p.check(self.model_uri == old.model_uri, MSG_MODEL_URI_IMMUTABLE);
         p.check(self.algorithm == old.algorithm, MSG_ALGORITHM_IMMUTABLE);
         p.check(self.raw_data == old.raw_data, MSG_RAW_DATA_IMMUTABLE);
+        p.check(self.elastic == old.elastic, MSG_ELASTIC_IMMUTABLE);
         let pod_fields_kept = self.image == old.image
             && self.image_pull_policy == old.image_pull_policy
             && self.job_secret_name == old.job_secret_name
@@ -341,7 +361,10 @@ mod tests {
         s.algorithm = Algorithm::Cocoa(CocoaParams { loss: Loss::Hinge, ..CocoaParams::default() });
         s.validate().unwrap();
         s.elastic.enabled = true;
-        assert_eq!(s.validate().unwrap_err().problems, [MSG_ELASTIC_NOT_IMPLEMENTED]);
+        s.validate().unwrap();
+        let mut scd = s.clone();
+        scd.algorithm = Algorithm::Scd(ScdParams::default());
+        assert_eq!(scd.validate().unwrap_err().problems, [MSG_ELASTIC_NEEDS_COCOA]);
         let mut s = spec();
         s.algorithm = Algorithm::Scd(ScdParams { loss: Loss::Hinge, ..ScdParams::default() });
         assert_eq!(s.validate().unwrap_err().problems, [MSG_SCD_HINGE]);
@@ -392,11 +415,43 @@ mod tests {
         let mut s = spec();
         s.dataset_uri = "http://x".into();
         s.workers.replicas = 0;
-        s.elastic.enabled = true;
+        s.elastic.enabled = true; // with SCD, and its floor 1 above 0 replicas
         s.run_policy.backoff_limit = -1;
         let err = s.validate().unwrap_err();
-        assert_eq!(err.problems.len(), 5, "{err}");
+        assert_eq!(err.problems.len(), 6, "{err}");
         assert!(err.to_string().starts_with("invalid TrainingJob spec: "));
+    }
+
+    #[test]
+    fn elastic_settings_are_bounded_and_fixed() {
+        let mut s = spec();
+        s.algorithm = Algorithm::Cocoa(CocoaParams::default());
+        s.elastic.enabled = true;
+        s.workers.replicas = 8;
+        s.elastic.min_replicas = 2;
+        s.validate().unwrap();
+        s.elastic.min_replicas = 9;
+        assert_eq!(s.validate().unwrap_err().problems, [MSG_ELASTIC_MIN_ABOVE_REPLICAS]);
+        s.elastic.min_replicas = 8;
+        s.validate().unwrap();
+        for (factor, window, threshold, problem) in [
+            (1, 2, 1.25, "elastic.factor must be >= 2, got 1"),
+            (4, 0, 1.25, "elastic.window must be >= 1, got 0"),
+            (4, 2, 1.0, MSG_ELASTIC_THRESHOLD),
+            (4, 2, f64::NAN, MSG_ELASTIC_THRESHOLD),
+            (4, 2, 1e6, MSG_ELASTIC_THRESHOLD),
+        ] {
+            let mut bad = s.clone();
+            (bad.elastic.factor, bad.elastic.window, bad.elastic.threshold) = (factor, window, threshold);
+            assert_eq!(bad.validate().unwrap_err().problems, [problem], "{factor} {window} {threshold}");
+        }
+        let old = s.clone();
+        let mut scaled = s.clone();
+        scaled.workers.replicas = 16;
+        scaled.validate_update(&old).unwrap();
+        let mut changed = s.clone();
+        changed.elastic.factor = 2;
+        assert_eq!(changed.validate_update(&old).unwrap_err().problems, [MSG_ELASTIC_IMMUTABLE]);
     }
 
     #[test]

@@ -106,15 +106,86 @@ pub struct MasterSpec {
     pub tolerations: Vec<Toleration>,
 }
 
-/// Elastic scale-in of the workers as convergence slows (Chicle). Not implemented in this
-/// linea version: `enabled: true` is refused at admission.
-#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
+/// Elastic scale-in of the workers as convergence slows (Chicle's policy, run by the
+/// master): CoCoA only. The job starts with `workers.replicas` slots and one worker each; when
+/// the duality gap's rate of decrease over the last `window` epochs, times `threshold`, falls
+/// below its rate since the last scale-in, the master merges K slots into K/`factor` (never
+/// fewer than `minReplicas`) and releases the surplus workers, whose pods the operator then
+/// deletes and does not replace. Immutable: a restarted master replays the decisions of its
+/// checkpoint under these settings.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ElasticPolicy {
-    /// Must be false (the default): elastic scale-in is not implemented in this version.
+    /// Scale in as the gap's convergence slows (default false). Needs algorithm.cocoa.
     #[serde(default)]
-    #[x_kube(validation = Rule::new("!self").message(crate::validation::MSG_ELASTIC_NOT_IMPLEMENTED))]
     pub enabled: bool,
+    /// Fewest workers (slots) a scale-in may leave (default 1); at most workers.replicas.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub min_replicas: i32,
+    /// m: a scale-in divides the slot count by this (default 4, at least 2).
+    #[serde(default = "default_factor")]
+    #[schemars(range(min = 2, max = 1000))]
+    pub factor: i32,
+    /// N: the short-term rate is taken over this many epochs (default 2, at least 1).
+    #[serde(default = "default_window")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub window: i32,
+    /// d: scale in when the short-term rate times this is below the rate since the last
+    /// scale-in (default 1.25; greater than 1, at most 1000).
+    #[serde(default = "default_threshold")]
+    #[x_kube(validation = Rule::new("self > 1.0 && self <= 1000.0").message(crate::validation::MSG_ELASTIC_THRESHOLD))]
+    pub threshold: f64,
+    /// What the rates are measured over: `wall` (seconds, as Chicle; default) or `epochs`
+    /// (decisions depend only on the gap curve, so a run is reproducible bit for bit).
+    #[serde(default)]
+    pub clock: ElasticClock,
+}
+
+fn default_factor() -> i32 {
+    4
+}
+
+fn default_window() -> i32 {
+    2
+}
+
+fn default_threshold() -> f64 {
+    1.25
+}
+
+impl Default for ElasticPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            min_replicas: default_replicas(),
+            factor: default_factor(),
+            window: default_window(),
+            threshold: default_threshold(),
+            clock: ElasticClock::default(),
+        }
+    }
+}
+
+/// The clock of the elastic policy's rates (`linea master --elastic-clock`).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum ElasticClock {
+    /// Seconds: the rates Chicle measures; decisions depend on timing.
+    #[default]
+    Wall,
+    /// Epochs: decisions depend only on the gap curve (reproducible runs).
+    Epochs,
+}
+
+impl ElasticClock {
+    /// The value as written in manifests and on the `linea` command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElasticClock::Wall => "wall",
+            ElasticClock::Epochs => "epochs",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -167,8 +167,11 @@ fn every_cel_message_is_exercised_by_a_fixture() {
         validation::MSG_DATASET_URI_SCHEME,
         validation::MSG_DATASET_URI_IMMUTABLE,
         validation::MSG_MODEL_URI_IMMUTABLE,
-        validation::MSG_ELASTIC_NOT_IMPLEMENTED,
         validation::MSG_HYBRID_HINGE,
+        validation::MSG_ELASTIC_NEEDS_COCOA,
+        validation::MSG_ELASTIC_MIN_ABOVE_REPLICAS,
+        validation::MSG_ELASTIC_THRESHOLD,
+        validation::MSG_ELASTIC_IMMUTABLE,
         validation::MSG_COCOA_L2_POSITIVE,
         validation::MSG_SCD_HINGE,
         validation::MSG_SAME_URI,
@@ -229,13 +232,19 @@ fn full_fixture_fields_land_where_expected() {
 fn minimal_fixture_gets_the_documented_defaults() {
     use linea_crds::{Algorithm, CleanPodPolicy, ScdParams};
 
+    let f = fixtures().into_iter().find(|f| f.name == "valid-elastic.yaml").unwrap();
+    let elastic = parse(&f.documents[0]).unwrap().spec.elastic;
+    assert!(elastic.enabled);
+    assert_eq!((elastic.min_replicas, elastic.factor, elastic.window), (2, 4, 2));
+    assert_eq!((elastic.threshold, elastic.clock), (1.25, linea_crds::ElasticClock::Epochs));
+
     let f = fixtures().into_iter().find(|f| f.name == "valid-minimal.yaml").unwrap();
     let spec = parse(&f.documents[0]).unwrap().spec;
     assert_eq!(spec.algorithm, Algorithm::Scd(ScdParams::default()));
     assert_eq!(spec.algorithm_name(), "scd");
     assert_eq!((spec.workers.replicas, spec.workers.min_replicas, spec.workers.max_replicas), (1, 1, None));
     assert!(!spec.workers.preemptible);
-    assert!(!spec.elastic.enabled);
+    assert_eq!(spec.elastic, linea_crds::ElasticPolicy::default(), "off, with Chicle's N=2, d=1.25, m=4");
     assert_eq!(spec.run_policy.backoff_limit, 3);
     assert_eq!(spec.run_policy.worker_failure_limit, 10);
     assert_eq!(spec.run_policy.clean_pod_policy, CleanPodPolicy::Running);

@@ -126,7 +126,8 @@ pub struct Children {
     pub service: Service,
     pub budget: PodDisruptionBudget,
     pub master: Pod,
-    /// Worker `i` at index `i`, for `workers.replicas` (clamped) workers.
+    /// Worker `i` at index `i`, for `workers.replicas` (clamped) workers; for an elastic
+    /// job, one per slot it started with ([`worker_slots`]).
     pub workers: Vec<Pod>,
     /// The prepare pod, when the spec names raw data.
     pub prepare: Option<Pod>,
@@ -139,9 +140,28 @@ pub fn build(job: &TrainingJob, options: &BuildOptions) -> Children {
         service: master_service(job),
         budget: master_budget(job),
         master: master_pod(job, options),
-        workers: (0..job.spec.workers.clamped_replicas()).map(|i| worker_pod(job, i, options)).collect(),
+        workers: (0..worker_slots(job)).map(|i| worker_pod(job, i, options)).collect(),
         prepare: crate::prepare::prepare_pod(job, options),
     }
+}
+
+/// The CoCoA slot count of the job's master (`--slots`). An elastic job keeps the count it
+/// started with (recorded in status.elastic.slots): its checkpoint's scale-in schedule
+/// depends on it, so a master restarted after a `kubectl scale` must get the same. Other jobs
+/// follow workers.replicas.
+pub fn slots(job: &TrainingJob) -> i32 {
+    let recorded = job.status.as_ref().and_then(|s| s.elastic.as_ref()).map(|e| e.slots).filter(|&s| s >= 1);
+    match recorded {
+        Some(slots) if job.spec.elastic.enabled => slots.min(linea_crds::MAX_WORKERS),
+        _ => job.spec.workers.clamped_replicas(),
+    }
+}
+
+/// How many worker pods (indices `0..n`) the job may ever have: its slots for an elastic job
+/// (one worker per slot at the start; `kubectl scale` only lowers the count), else
+/// workers.replicas.
+pub fn worker_slots(job: &TrainingJob) -> i32 {
+    if job.spec.elastic.enabled { slots(job) } else { job.spec.workers.clamped_replicas() }
 }
 
 pub fn selector(job: &TrainingJob, role: Option<Role>) -> String {
@@ -385,7 +405,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--gap-tolerance", p.gap_tolerance.to_string()),
             ("--epochs", p.max_epochs.to_string()),
             ("--seed", p.seed.to_string()),
-            ("--slots", spec.workers.clamped_replicas().to_string()),
+            ("--slots", slots(job).to_string()),
         ],
         // As `linea train --algorithm hybrid|ipm`; one slot per worker the job runs, so the
         // model depends on the replica count (not on which pods serve the slots).
@@ -399,7 +419,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--gradient-tolerance", p.gradient_tolerance.to_string()),
             ("--sgd-rate", p.sgd_rate.to_string()),
             ("--seed", p.seed.to_string()),
-            ("--slots", spec.workers.clamped_replicas().to_string()),
+            ("--slots", slots(job).to_string()),
         ],
         Algorithm::Ipm(p) => vec![
             ("--algorithm", "ipm".to_string()),
@@ -410,11 +430,26 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--tolerance", p.tolerance.to_string()),
             ("--sgd-rate", p.sgd_rate.to_string()),
             ("--seed", p.seed.to_string()),
-            ("--slots", spec.workers.clamped_replicas().to_string()),
+            ("--slots", slots(job).to_string()),
         ],
     };
     for (flag, value) in params {
         args.extend([flag.to_string(), value]);
+    }
+    // Elastic CoCoA: the master scales in from the slots above; admission allows it with
+    // cocoa only, and `linea master` refuses `--elastic` with SCD too.
+    let elastic = &spec.elastic;
+    if elastic.enabled {
+        args.push("--elastic".into());
+        for (flag, value) in [
+            ("--elastic-min-slots", elastic.min_replicas.to_string()),
+            ("--elastic-factor", elastic.factor.to_string()),
+            ("--elastic-window", elastic.window.to_string()),
+            ("--elastic-threshold", elastic.threshold.to_string()),
+            ("--elastic-clock", elastic.clock.as_str().to_string()),
+        ] {
+            args.extend([flag.to_string(), value]);
+        }
     }
     let parts = PodParts {
         name: master_name(job),
@@ -744,6 +779,45 @@ pub mod tests {
         assert_eq!(after("--mixing"), Some("examples"));
         assert_eq!(after("--memory"), None, "memory is L-BFGS's alone (linea refuses it for ipm)");
         assert_eq!(after("--slots"), Some("1"));
+    }
+
+    #[test]
+    fn elastic_maps_to_the_masters_elastic_flags_and_keeps_its_starting_slots() {
+        let spec = "datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 16}\n\
+             algorithm: {cocoa: {loss: hinge}}\n\
+             elastic: {enabled: true, minReplicas: 2, factor: 2, window: 3, threshold: 1.5, clock: epochs}\n";
+        let mut elastic = job(spec);
+        let args = args(&master_pod(&elastic, &options())).join(" ");
+        assert!(
+            args.ends_with(
+                "--slots 16 --elastic --elastic-min-slots 2 --elastic-factor 2 --elastic-window 3 \
+                 --elastic-threshold 1.5 --elastic-clock epochs"
+            ),
+            "{args}"
+        );
+        assert_eq!(build(&elastic, &options()).workers.len(), 16);
+        // Scaled to 4 after it started with 16: a restarted master still gets 16 slots (its
+        // checkpoint's schedule), and worker pods keep their indices 0..16.
+        elastic.spec.workers.replicas = 4;
+        elastic.status.as_mut().unwrap().elastic = Some(linea_crds::ElasticStatus { slots: 16, ..Default::default() });
+        assert!(args_of(&elastic).contains("--slots 16 --elastic"));
+        assert_eq!(build(&elastic, &options()).workers.len(), 16);
+        // Defaults: Chicle's N=2, d=1.25, m=4 on the wall clock; without elastic no flag.
+        let defaults =
+            job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\nelastic: {enabled: true}\n");
+        assert!(args_of(&defaults).ends_with(
+            "--elastic --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock wall"
+        ));
+        assert!(!args_of(&job_with_defaults_of_cocoa()).contains("--elastic"));
+        // Not elastic: the slots follow replicas, whatever a status says.
+        let mut plain =
+            job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\nworkers: {replicas: 3}\n");
+        plain.status.as_mut().unwrap().elastic = Some(linea_crds::ElasticStatus { slots: 16, ..Default::default() });
+        assert!(args_of(&plain).ends_with("--slots 3"));
+    }
+
+    fn args_of(job: &TrainingJob) -> String {
+        args(&master_pod(job, &options())).join(" ")
     }
 
     fn job_with_defaults_of_cocoa() -> TrainingJob {

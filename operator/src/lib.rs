@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod desired;
+pub mod elastic;
 pub mod error;
 pub mod master;
 pub mod metrics;

@@ -36,5 +36,8 @@ pub async fn progress(address: &str, token: &str) -> Option<MasterProgress> {
         examples_per_second: s.examples_per_second,
         workers_active: s.workers_active as i32,
         workers_draining: s.workers_draining as i32,
+        desired_workers: s.desired_workers.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        released_workers: s.released_workers,
+        scaling_reason: Some(s.scaling_reason).filter(|r| !r.is_empty()),
     })
 }

@@ -31,6 +31,7 @@
 //!   the epoch count and objective of the model it wrote.
 
 use crate::desired::{self, Children, LABEL_INDEX, LABEL_ROLE, Role};
+use crate::elastic;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -65,6 +66,12 @@ pub struct MasterProgress {
     pub examples_per_second: f64,
     pub workers_active: i32,
     pub workers_draining: i32,
+    /// The worker count the algorithm wants (elastic CoCoA: its slots now); `None`: any.
+    pub desired_workers: Option<i32>,
+    /// Worker ids (`<pod name>-<8 hex>`) this master released in a scale-in, oldest first.
+    pub released_workers: Vec<String>,
+    /// The algorithm's last scaling decision and why; `None` if none.
+    pub scaling_reason: Option<String>,
 }
 
 /// What `linea master` writes to its termination message after writing the model: the
@@ -576,7 +583,25 @@ impl Planner<'_> {
     }
 
     fn workers(&mut self, progress: Option<&MasterProgress>, leaving_nodes: &[String]) {
-        let desired = self.job.spec.workers.clamped_replicas();
+        let replicas = self.job.spec.workers.clamped_replicas();
+        let is_elastic = self.job.spec.elastic.enabled;
+        // Elastic: what the master released joins what the operator remembers.
+        let mut scale_in = elastic::Merged::default();
+        if is_elastic {
+            let slots = desired::slots(self.job);
+            let mut e = self.plan.status.elastic.clone().unwrap_or_default();
+            if e.slots < 1 {
+                e.slots = slots;
+            }
+            scale_in = elastic::merge(&mut e, self.job, progress);
+            self.plan.status.elastic = Some(e);
+        }
+        let mut released = self.plan.status.elastic.as_ref().map(|e| e.released.clone()).unwrap_or_default();
+        let wanted: Vec<i32> = if is_elastic {
+            elastic::wanted(self.job, desired::worker_slots(self.job), &released, replicas)
+        } else {
+            (0..replicas).collect()
+        };
         let limit = self.job.spec.run_policy.worker_failure_limit;
         let before = self.plan.status.workers.clone().unwrap_or_default();
         let (mut failed, mut last_failure) = (before.failed, before.last_failure.clone());
@@ -594,20 +619,58 @@ impl Planner<'_> {
             if phase_of(pod) == "Running"
                 && !terminating(pod)
                 && (on_leaving_node || pod_condition(pod, "DisruptionTarget"))
+                && !released.contains(&pod.name_any())
             {
                 self.plan.drain_workers.push(pod.name_any());
             }
         }
-        let workers = std::mem::take(&mut self.children.workers);
-        for (index, wanted) in (0..desired).zip(workers) {
+        // Released workers: their pods go once they ended (exit 0, or anything else: the
+        // master no longer needs them, so nothing counts as a failure) and are not replaced.
+        // One still running is draining and exits by itself.
+        let mut leaving = 0;
+        for pod in pods.iter().copied().filter(|p| is_worker(p) && released.contains(&p.name_any())) {
+            leaving += 1;
+            if finished_pod(pod) {
+                self.delete(pod);
+            }
+        }
+        // Wanted pods neither ended nor terminating: what an elastic master has without the
+        // ones that ended.
+        let running = wanted
+            .iter()
+            .filter_map(|&i| self.find(&desired::worker_name(self.job, i)))
+            .filter(|p| !finished_pod(p) && !terminating(p))
+            .count();
+        let mut workers: Vec<Option<Pod>> = std::mem::take(&mut self.children.workers).into_iter().map(Some).collect();
+        for &index in &wanted {
             let name = desired::worker_name(self.job, index);
             let Some(pod) = self.find(&name).cloned() else {
-                self.plan.pods.push(wanted);
+                self.plan.pods.extend(workers.get_mut(index as usize).and_then(Option::take));
                 continue;
             };
+            let without_failing = phase_of(&pod) == "Succeeded" || (phase_of(&pod) == "Failed" && disrupted(&pod));
+            if is_elastic && without_failing && !terminating(&pod) {
+                match elastic::ended(progress, running) {
+                    elastic::Ended::Surplus => {
+                        // The master has every worker it wants: this one is not replaced.
+                        let e = self.plan.status.elastic.get_or_insert_default();
+                        e.released.push(name.clone());
+                        released.push(name.clone());
+                        scale_in.released.push(name);
+                        leaving += 1;
+                        self.delete(&pod);
+                        continue;
+                    }
+                    elastic::Ended::Wait => {
+                        self.requeue_within(Duration::from_secs(2));
+                        continue;
+                    }
+                    elastic::Ended::Replace => {}
+                }
+            }
             match phase_of(&pod) {
                 _ if terminating(&pod) => {}
-                "Succeeded" => self.delete(&pod), // drained or released: replaced, not a failure
+                "Succeeded" => self.delete(&pod), // drained: replaced, not a failure
                 "Failed" if disrupted(&pod) => {
                     self.event(false, reason::NODE_TERMINATING, format!("worker {name} preempted; replacing it"));
                     self.delete(&pod);
@@ -650,17 +713,24 @@ impl Planner<'_> {
                 }
             }
         }
-        let mut extra = 0;
-        for pod in pods.iter().copied().filter(|p| is_worker(p)) {
+        // Beyond the wanted pods (`kubectl scale` lowered the count): deleted now. Released
+        // ones were handled above.
+        let mut extra = leaving;
+        for pod in pods.iter().copied().filter(|p| is_worker(p) && !released.contains(&p.name_any())) {
             let index: Option<i32> = pod.labels().get(LABEL_INDEX).and_then(|i| i.parse().ok());
-            if index.is_none_or(|i| i >= desired) {
+            let name_matches = index.is_some_and(|i| desired::worker_name(self.job, i) == pod.name_any());
+            if !name_matches || index.is_none_or(|i| !wanted.contains(&i)) {
                 extra += 1;
                 self.delete(pod);
             }
         }
+        // An elastic job runs towards what its master wants, within the pods it may run.
+        let count = i32::try_from(wanted.len()).unwrap_or(i32::MAX);
+        let master_wants = self.plan.status.elastic.as_ref().and_then(|e| e.desired).filter(|_| is_elastic);
+        let desired = master_wants.map_or(count, |d| d.min(count));
         // The master's count, but never more than there are worker pods to be ready.
         let ready = progress.map_or(ready, |p| p.workers_active.min(alive));
-        self.scaling(desired, ready, extra);
+        self.scaling(desired, ready, extra, &scale_in);
         let draining = progress.map_or(0, |p| p.workers_draining).max(self.plan.drain_workers.len() as i32);
         self.draining(draining);
         self.plan.status.workers = Some(WorkerStatus {
@@ -697,20 +767,36 @@ impl Planner<'_> {
         }
     }
 
-    /// `Scaling` follows a change of the worker count (`kubectl scale tj`, an edit of
-    /// `spec.workers.replicas`): True from the change until `desired` workers are ready and
-    /// the extra ones are gone. A replaced worker is not scaling: the count did not change.
-    fn scaling(&mut self, desired: i32, ready: i32, extra: usize) {
+    /// `Scaling` follows a change of the worker count: True from the change until `desired`
+    /// workers are ready and the extra (or released) ones are gone. A change by the master's
+    /// elastic policy is `ElasticScaleIn`, with an event whose text is the master's reason for
+    /// each new decision; one by `kubectl scale tj` (or an edit of `spec.workers.replicas`)
+    /// is `ReplicasChanged`. A replaced worker is not scaling: the count did not change.
+    fn scaling(&mut self, desired: i32, ready: i32, extra: usize, scale_in: &elastic::Merged) {
         let before = self.plan.status.workers.as_ref().map(|w| w.desired);
+        if scale_in.changed() && (!scale_in.released.is_empty() || before.is_some_and(|b| b > desired)) {
+            let why = self.plan.status.elastic.as_ref().and_then(|e| e.reason.clone());
+            let released = self.plan.status.elastic.as_ref().map(|e| e.released.join(", ")).unwrap_or_default();
+            let why = why.unwrap_or_else(|| format!("the master wants {desired} workers"));
+            let message = format!("{why}; released: {released}");
+            self.set(condition_type::SCALING, true, reason::ELASTIC_SCALE_IN, message);
+            if let Some(decision) = &scale_in.decision {
+                self.event(false, reason::ELASTIC_SCALE_IN, decision.clone());
+            }
+            return;
+        }
         match before {
-            Some(before) if before != desired => {
+            Some(before) if before != desired && !scale_in.changed() => {
                 let note = format!("scaling from {before} to {desired} workers");
                 self.set(condition_type::SCALING, true, reason::REPLICAS_CHANGED, note.clone());
                 self.event(false, reason::REPLICAS_CHANGED, note);
             }
             _ if self.plan.status.is_condition_true(condition_type::SCALING) && ready == desired && extra == 0 => {
-                self.set(condition_type::SCALING, false, reason::STABLE, format!("{desired} workers ready"));
-                self.event(false, reason::STABLE, format!("scaled to {desired} workers"));
+                let elastic = self.plan.status.condition(condition_type::SCALING).map(|c| c.reason.as_str())
+                    == Some(reason::ELASTIC_SCALE_IN);
+                let after = if elastic { " after an elastic scale-in" } else { "" };
+                self.set(condition_type::SCALING, false, reason::STABLE, format!("{desired} workers ready{after}"));
+                self.event(false, reason::STABLE, format!("scaled to {desired} workers{after}"));
             }
             _ => {}
         }
@@ -1565,6 +1651,159 @@ mod tests {
         other.metadata.uid = Some("other".into());
         let p = plan(&other, &pods, None, &[], now());
         assert!(p.delete_pods.is_empty(), "pods of another job of the same name are not ours");
+    }
+
+    const ELASTIC: &str = "datasetUri: s3://data/grid\nmodelUri: s3://models/model\nworkers: {replicas: 8}\n\
+        algorithm: {cocoa: {loss: hinge}}\nelastic: {enabled: true, minReplicas: 2, clock: epochs}\n";
+    const WHY: &str = "duality gap rate 0.31/epoch over the last 2 epochs vs 0.52/epoch since 8 workers: 8 -> 2";
+
+    /// What an elastic master reports: its desired count, released ids, reason.
+    fn elastic_master(epoch: i64, desired: i32, released: &[i32], active: i32) -> MasterProgress {
+        MasterProgress {
+            epoch,
+            workers_active: active,
+            desired_workers: Some(desired),
+            released_workers: released.iter().map(|i| format!("ads-worker-{i}-{:08x}", 0xabc0 + i)).collect(),
+            scaling_reason: (!released.is_empty()).then(|| WHY.to_string()),
+            ..Default::default()
+        }
+    }
+
+    fn sorted(mut names: Vec<String>) -> Vec<String> {
+        names.sort();
+        names
+    }
+
+    fn exited(pod: &Pod) -> Pod {
+        terminated_pod(pod.clone(), "Succeeded", 0, "Completed", None, now())
+    }
+
+    #[test]
+    fn an_elastic_scale_in_deletes_exactly_the_released_pods_once_they_exited_and_never_replaces_them() {
+        let (j, mut pods) = running_job(ELASTIC, 8);
+        let start = plan(&j, &pods, Some(&elastic_master(1, 8, &[], 8)), &[], now());
+        assert!(start.delete_pods.is_empty() && start.pods.is_empty());
+        let e = start.status.elastic.clone().unwrap();
+        assert_eq!((e.slots, e.desired, e.released.len()), (8, Some(8), 0));
+        assert_eq!(start.status.workers.as_ref().unwrap().desired, 8);
+        let j = next(j, &start);
+
+        // 8 -> 2: the master releases the newest six, whatever their indices.
+        let released = [7, 0, 3, 5, 4, 6];
+        let decided = plan(&j, &pods, Some(&elastic_master(7, 2, &released, 8)), &[], now());
+        assert!(decided.delete_pods.is_empty(), "released pods still run (draining): {:?}", decided.deleted());
+        assert!(decided.pods.is_empty());
+        let names: Vec<String> = released.iter().map(|&i| format!("ads-worker-{i}")).collect();
+        assert_eq!(decided.status.elastic.as_ref().unwrap().released, names, "in the master's order");
+        assert_eq!(decided.status.workers.as_ref().unwrap().desired, 2);
+        let c = decided.status.condition(condition_type::SCALING).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason::ELASTIC_SCALE_IN));
+        assert!(c.message.starts_with(WHY) && c.message.contains("ads-worker-7, ads-worker-0"), "{}", c.message);
+        let notes: Vec<&str> =
+            decided.events.iter().filter(|e| e.reason == reason::ELASTIC_SCALE_IN).map(|e| e.note.as_str()).collect();
+        assert_eq!(notes, [WHY], "one event, the master's reason");
+        let j = next(j, &decided);
+
+        // They exit 0; worker-1 (not released) is evicted meanwhile.
+        for &i in &released {
+            pods[1 + i as usize] = exited(&pods[1 + i as usize]);
+        }
+        let mut evicted = with_phase(pods[2].clone(), "Failed");
+        evicted.status.as_mut().unwrap().reason = Some("Evicted".into());
+        pods[2] = evicted;
+        let gone = plan(&j, &pods, Some(&elastic_master(8, 2, &released, 1)), &[], now());
+        let mut want = names.clone();
+        want.push("ads-worker-1".into());
+        assert_eq!(sorted(gone.deleted()), sorted(want), "exactly the released pods, and the evicted one");
+        assert!(gone.pods.is_empty());
+        let w = gone.status.workers.as_ref().unwrap();
+        assert_eq!((w.failed, w.recent_failures, w.desired), (0, 0, 2), "an eviction is not a failure");
+        assert!(!reasons(&gone).contains(&reason::WORKER_FAILED));
+        assert!(!reasons(&gone).contains(&reason::ELASTIC_SCALE_IN), "no new decision, no new event");
+        let j = next(j, &gone);
+
+        // The master restarted from its checkpoint: its released list is empty. The operator
+        // still knows: it replaces the evicted worker and nothing else.
+        let left: Vec<Pod> = vec![pods[0].clone(), pods[3].clone()];
+        let restarted = plan(&j, &left, Some(&elastic_master(8, 2, &[], 1)), &[], now());
+        assert_eq!(restarted.created(), ["ads-worker-1"]);
+        assert!(restarted.delete_pods.is_empty());
+        assert_eq!(restarted.status.elastic.as_ref().unwrap().released, names);
+        let j = next(j, &restarted);
+        let both = vec![pods[0].clone(), with_phase(restarted.pods[0].clone(), "Running"), pods[3].clone()];
+        let stable = plan(&j, &both, Some(&elastic_master(9, 2, &[], 2)), &[], now());
+        assert!(stable.pods.is_empty() && stable.delete_pods.is_empty());
+        let c = stable.status.condition(condition_type::SCALING).unwrap();
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", reason::STABLE));
+        assert_eq!(c.message, "2 workers ready after an elastic scale-in");
+        // The master's flags did not change: the same slots and policy.
+        assert!(args_of(&desired::master_pod(&j, &options())).contains("--slots 8 --elastic --elastic-min-slots 2"));
+    }
+
+    fn args_of(pod: &Pod) -> String {
+        pod.spec.as_ref().unwrap().containers[0].args.clone().unwrap().join(" ")
+    }
+
+    #[test]
+    fn an_elastic_worker_that_ended_unlisted_is_replaced_only_if_the_master_wants_more() {
+        let (j, mut pods) = running_job(ELASTIC, 8);
+        let j = next(j.clone(), &plan(&j, &pods, Some(&elastic_master(1, 8, &[], 8)), &[], now()));
+        // Worker 4 exits 0 (a drain on a node going away) while the master wants all 8.
+        pods[5] = exited(&pods[5]);
+        let drained = plan(&j, &pods, Some(&elastic_master(2, 8, &[], 7)), &[], now());
+        assert_eq!(drained.deleted(), ["ads-worker-4"]);
+        assert!(drained.status.elastic.as_ref().unwrap().released.is_empty(), "replaced, not released");
+        // No word from the master in this pass: neither deleted nor replaced yet.
+        let unknown = plan(&j, &pods, None, &[], now());
+        assert!(unknown.delete_pods.is_empty() && unknown.pods.is_empty());
+        assert!(unknown.requeue <= Duration::from_secs(2));
+        // A master restarted after an 8 -> 2 scale-in, before the operator read its list: it
+        // wants 2 and has 7 others, so worker 4 was surplus; recorded, deleted, not replaced.
+        let surplus = plan(&j, &pods, Some(&elastic_master(9, 2, &[], 7)), &[], now());
+        assert_eq!(surplus.deleted(), ["ads-worker-4"]);
+        assert_eq!(surplus.status.elastic.as_ref().unwrap().released, ["ads-worker-4"]);
+        assert!(surplus.status.is_condition_true(condition_type::SCALING));
+        let j = next(j, &surplus);
+        pods.remove(5);
+        let after = plan(&j, &pods, Some(&elastic_master(9, 2, &[], 7)), &[], now());
+        assert!(after.pods.is_empty(), "a released pod is never created again: {:?}", after.created());
+        // A pod of another owner that looks released is never touched.
+        let mut stranger = exited(&desired::worker_pod(&j, 6, &options()));
+        stranger.metadata.owner_references = None;
+        let mut with_stranger = pods.clone();
+        with_stranger[6] = stranger;
+        let p = plan(&j, &with_stranger, Some(&elastic_master(9, 2, &[6], 6)), &[], now());
+        assert!(!p.deleted().contains(&"ads-worker-6".to_string()), "{:?}", p.deleted());
+    }
+
+    #[test]
+    fn kubectl_scale_of_an_elastic_job_caps_its_pods_and_never_changes_its_slots() {
+        let (j, pods) = running_job(ELASTIC, 8);
+        let j = next(j.clone(), &plan(&j, &pods, Some(&elastic_master(1, 8, &[], 8)), &[], now()));
+        let mut down = j.clone();
+        down.spec.workers.replicas = 4;
+        let p = plan(&down, &pods, Some(&elastic_master(2, 8, &[], 8)), &[], now());
+        assert_eq!(sorted(p.deleted()), ["ads-worker-4", "ads-worker-5", "ads-worker-6", "ads-worker-7"]);
+        assert_eq!(p.status.workers.as_ref().unwrap().desired, 4);
+        assert_eq!(p.status.condition(condition_type::SCALING).unwrap().reason, reason::REPLICAS_CHANGED);
+        assert_eq!(p.status.elastic.as_ref().unwrap().slots, 8, "the slots the job started with");
+        let down = next(down, &p);
+        assert!(args_of(&desired::master_pod(&down, &options())).contains("--slots 8 "));
+        // Raised above the slots: back to one pod per slot, never more.
+        let mut up = down.clone();
+        up.spec.workers.replicas = 16;
+        let p = plan(&up, &pods[..5], Some(&elastic_master(3, 8, &[], 4)), &[], now());
+        assert_eq!(p.created(), ["ads-worker-4", "ads-worker-5", "ads-worker-6", "ads-worker-7"]);
+        assert_eq!(p.status.workers.as_ref().unwrap().desired, 8);
+        // After a scale-in the master's count rules: scaling up adds no pod.
+        let (j, pods) = running_job(ELASTIC, 8);
+        let j = next(j.clone(), &plan(&j, &pods, Some(&elastic_master(1, 8, &[], 8)), &[], now()));
+        let j = next(j.clone(), &plan(&j, &pods, Some(&elastic_master(5, 2, &[2, 3, 4, 5, 6, 7], 8)), &[], now()));
+        let mut up = j.clone();
+        up.spec.workers.replicas = 16;
+        let p = plan(&up, &pods[..3], Some(&elastic_master(6, 2, &[2, 3, 4, 5, 6, 7], 2)), &[], now());
+        assert!(p.pods.is_empty() && p.delete_pods.is_empty(), "{:?} {:?}", p.created(), p.deleted());
+        assert_eq!(p.status.workers.as_ref().unwrap().desired, 2);
     }
 
     #[test]
