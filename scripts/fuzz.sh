@@ -7,7 +7,9 @@
 #   scripts/fuzz.sh run [TARGET...]        fuzz each target (default: all) for
 #                                          $LINEA_FUZZ_SECONDS seconds (default 15) from its
 #                                          checked-in corpus; exit 1 on the first crash,
-#                                          printing the input that crashed
+#                                          printing the input that crashed. $LINEA_FUZZ_SEED
+#                                          fixes libFuzzer's seed (scripts/test.sh uses 1, so
+#                                          CI's run is reproducible); unset: a random one
 #   scripts/fuzz.sh cmin TARGET DIR...     merge the inputs of DIR... into fuzz/corpus/TARGET,
 #                                          keeping only those that add coverage (libFuzzer
 #                                          -merge=1), so the corpus stays small
@@ -59,6 +61,7 @@ build() {
 # libFuzzer's options for every run: a crash stops it; one input may take 10 s; the
 # process may hold 2 GiB. Inputs up to 64 KiB (the seeds are smaller).
 options=(-timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1)
+[ -z "${LINEA_FUZZ_SEED:-}" ] || options+=(-seed="$LINEA_FUZZ_SEED")
 
 run_one() {
     local target="$1" work
@@ -107,7 +110,7 @@ cmin)
     LINEA_FUZZ_TARGET="$target" "$bin_dir/linea-fuzz" "${options[@]}" -merge=1 "corpus/$target" "$@"
     ;;
 *)
-    sed -n '2,26p' "$0" >&2
+    sed -n '2,32p' "$0" >&2
     exit 2
     ;;
 esac
