@@ -144,7 +144,7 @@ proptest! {
     ) {
         let scd = ScdState { theta: theta.clone(), epoch, objectives: alpha.clone(), history: vec![theta.clone()], position };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
-        let cocoa = CocoaState { epoch, v: v.clone(), alpha: alpha.clone(), history: vec![record.clone()], slots, scale_ins: Vec::new() };
+        let cocoa = CocoaState { epoch, v: v.clone(), alpha: alpha.clone(), history: vec![record], slots, scale_ins: Vec::new() };
         let cocoa_step = CocoaStep {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),

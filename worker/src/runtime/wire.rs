@@ -8,7 +8,7 @@ pub fn from_i128s(values: &[i128]) -> Vec<u8> {
 /// The sums in `bytes`; `None` unless they are whole i128s (a trailing part of one would
 /// otherwise be dropped without a word).
 pub fn i128s(bytes: &[u8]) -> Option<Vec<i128>> {
-    if bytes.len() % 16 != 0 {
+    if !bytes.len().is_multiple_of(16) {
         return None;
     }
     Some(bytes.chunks_exact(16).map(|c| i128::from_le_bytes(c.try_into().expect("16 bytes"))).collect())
