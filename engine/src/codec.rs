@@ -4,6 +4,12 @@
 //! feature ids, line numbers) are delta-encoded so one-hot data costs about a byte per
 //! non-zero before compression. Every file's CRC-32C is kept in the manifest and checked
 //! by [`verify_checksum`] before a byte is decoded: a corrupt file is an error, never zeros.
+//!
+//! A file is outside input (storage, a peer), so no decoder trusts its lengths: each one is
+//! told the most raw bytes the object may inflate to ([`cell_limit`], [`labels_limit`],
+//! [`dictionary_limit`], from what the manifest says the object holds), so a small
+//! compressed file can never ask for gigabytes, and every count is checked against the bytes
+//! that are there before anything is allocated for it. fuzz/ checks all of it.
 
 use crate::error::EngineError;
 use crate::grid::{Cell, CellValues};
@@ -56,13 +62,41 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
     compress(&out)
 }
 
-pub fn decode_cell(compressed: &[u8]) -> Result<Cell, EngineError> {
-    let raw = decompress(compressed)?;
+/// The most raw bytes a cell of at most `nnz` non-zeros over at most `features` features
+/// takes: every id and row fits a u32 (at most 5 varint bytes), every value an f64.
+pub fn cell_limit(nnz: u64, features: u64) -> usize {
+    let bytes = 4u64
+        .saturating_add(10 + 10 + 1)
+        .saturating_add(features.saturating_mul(5))
+        .saturating_add(nnz.saturating_mul(5 + 5 + 8));
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
+/// The most raw bytes a labels file of `rows` rows takes (f64 labels, u64 line deltas).
+pub fn labels_limit(rows: u64) -> usize {
+    usize::try_from(4u64.saturating_add(10 + 1).saturating_add(rows.saturating_mul(8 + 10))).unwrap_or(usize::MAX)
+}
+
+/// Longest key text a dictionary may hold per feature, on average. Keys are input tokens
+/// (a VW feature, a CSV field); no real feature name comes near it.
+pub const KEY_BYTES_PER_FEATURE: u64 = 4096;
+
+/// The most raw bytes a dictionary of `features` entries takes.
+pub fn dictionary_limit(features: u64) -> usize {
+    let per_entry = 10 + 10 + 8 + KEY_BYTES_PER_FEATURE;
+    usize::try_from(14u64.saturating_add(features.saturating_mul(per_entry))).unwrap_or(usize::MAX)
+}
+
+/// Decodes a cell; `limit` is the most bytes it may inflate to ([`cell_limit`]). A decoded
+/// cell keeps the invariants [`Cell`] documents: rows non-decreasing, feature ids strictly
+/// ascending u32s, every local feature number in range.
+pub fn decode_cell(compressed: &[u8], limit: usize) -> Result<Cell, EngineError> {
+    let raw = decompress(compressed, limit)?;
     let mut r = Reader::new(&raw, CELL_MAGIC, "cell")?;
     let nnz = r.length()?;
     let features = r.length()?;
-    let feature_ids = r.deltas(features)?.into_iter().map(|f| f as u32).collect::<Vec<_>>();
-    let rows = r.deltas(nnz)?.into_iter().map(|v| v as u32).collect();
+    let feature_ids = r.ids(features, true)?;
+    let rows = r.ids(nnz, false)?;
     let mut local = Vec::with_capacity(nnz);
     for _ in 0..nnz {
         let l = r.varint()?;
@@ -88,8 +122,9 @@ pub fn encode_labels(shard: &ShardLabels) -> Vec<u8> {
     compress(&out)
 }
 
-pub fn decode_labels(compressed: &[u8]) -> Result<ShardLabels, EngineError> {
-    let raw = decompress(compressed)?;
+/// Decodes a shard's labels; `limit` as [`labels_limit`] says.
+pub fn decode_labels(compressed: &[u8], limit: usize) -> Result<ShardLabels, EngineError> {
+    let raw = decompress(compressed, limit)?;
     let mut r = Reader::new(&raw, LABELS_MAGIC, "labels")?;
     let n = r.length()?;
     let labels = r.floats(n)?.unwrap_or_else(|| vec![1.0; n]);
@@ -111,8 +146,9 @@ pub fn encode_dictionary(entries: &[DictionaryEntry]) -> Vec<u8> {
     compress(&out)
 }
 
-pub fn decode_dictionary(compressed: &[u8]) -> Result<Vec<DictionaryEntry>, EngineError> {
-    let raw = decompress(compressed)?;
+/// Decodes a block's dictionary; `limit` as [`dictionary_limit`] says.
+pub fn decode_dictionary(compressed: &[u8], limit: usize) -> Result<Vec<DictionaryEntry>, EngineError> {
+    let raw = decompress(compressed, limit)?;
     let mut r = Reader::new(&raw, DICTIONARY_MAGIC, "dictionary")?;
     let n = r.length()?;
     let mut entries = Vec::with_capacity(n);
@@ -131,8 +167,20 @@ fn compress(raw: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(raw, ZSTD_LEVEL).expect("zstd compression of an in-memory buffer cannot fail")
 }
 
-fn decompress(compressed: &[u8]) -> Result<Vec<u8>, EngineError> {
-    zstd::stream::decode_all(compressed).map_err(|e| EngineError::Corrupt(format!("zstd: {e}")))
+/// Inflates at most `limit` bytes: a frame that holds more is corrupt, found before more
+/// than `limit` bytes are held (the buffer grows as data arrives, never by a claimed size).
+fn decompress(compressed: &[u8], limit: usize) -> Result<Vec<u8>, EngineError> {
+    use std::io::Read;
+    let zstd = |e: std::io::Error| EngineError::Corrupt(format!("zstd: {e}"));
+    let decoder = zstd::stream::read::Decoder::with_buffer(compressed).map_err(zstd)?;
+    let mut raw = Vec::new();
+    decoder.take((limit as u64).saturating_add(1)).read_to_end(&mut raw).map_err(zstd)?;
+    if raw.len() > limit {
+        return Err(EngineError::Corrupt(format!(
+            "inflates to more than the {limit} bytes the object can hold; corrupt or not this grid's"
+        )));
+    }
+    Ok(raw)
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -216,6 +264,25 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// `n` delta-encoded u32s (feature ids, rows), each at least the one before it, and
+    /// greater when `strictly`.
+    fn ids(&mut self, n: usize, strictly: bool) -> Result<Vec<u32>, EngineError> {
+        let mut out = Vec::with_capacity(n);
+        let mut previous = 0u64;
+        for i in 0..n {
+            let delta = self.varint()?;
+            if strictly && i > 0 && delta == 0 {
+                return Err(self.corrupt("ids not ascending"));
+            }
+            previous = previous
+                .checked_add(delta)
+                .filter(|&v| v <= u32::MAX as u64)
+                .ok_or_else(|| self.corrupt("id beyond 2^32"))?;
+            out.push(previous as u32);
+        }
+        Ok(out)
+    }
+
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], EngineError> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or_else(|| self.corrupt("truncated"))?;
@@ -246,6 +313,8 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
+    const LIMIT: usize = 1 << 20;
+
     fn sample_cell() -> Cell {
         Cell::from_triples(vec![(0, 7, 0.5), (2, 3, 1.0), (2, 9, 0.1), (5, 7, -2.0)])
     }
@@ -253,10 +322,10 @@ mod tests {
     #[test]
     fn cells_round_trip_with_real_and_binary_values() {
         let cell = sample_cell();
-        assert_eq!(decode_cell(&encode_cell(&cell)).unwrap(), cell);
+        assert_eq!(decode_cell(&encode_cell(&cell), LIMIT).unwrap(), cell);
         let ones = Cell::from_triples(vec![(1, 4, 1.0), (3, 0, 1.0)]);
         assert_eq!(ones.values, CellValues::Ones);
-        assert_eq!(decode_cell(&encode_cell(&ones)).unwrap(), ones);
+        assert_eq!(decode_cell(&encode_cell(&ones), LIMIT).unwrap(), ones);
     }
 
     #[test]
@@ -271,19 +340,60 @@ mod tests {
     #[test]
     fn truncated_or_foreign_bytes_are_corrupt_not_empty() {
         let bytes = encode_cell(&sample_cell());
-        assert!(decode_cell(&bytes[..bytes.len() - 3]).is_err());
-        assert!(decode_cell(&compress(b"LCL1\xff")).is_err());
-        assert!(decode_labels(&bytes).is_err()); // a cell is not a labels file
+        assert!(decode_cell(&bytes[..bytes.len() - 3], LIMIT).is_err());
+        assert!(decode_cell(&compress(b"LCL1\xff"), LIMIT).is_err());
+        assert!(decode_labels(&bytes, LIMIT).is_err()); // a cell is not a labels file
+    }
+
+    /// Raw (uncompressed) bytes of a file, varints given as numbers.
+    fn raw(magic: &[u8; 4], varints: &[u64]) -> Vec<u8> {
+        let mut out = magic.to_vec();
+        varints.iter().for_each(|&v| put_varint(&mut out, v));
+        out
+    }
+
+    #[test]
+    fn a_small_file_that_inflates_past_its_limit_is_corrupt_before_it_is_held() {
+        // 64 MiB of zeros compress to a few KiB: the limit, not the frame, decides.
+        let bomb = compress(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+        for result in [
+            decode_cell(&bomb, LIMIT).map(|_| ()),
+            decode_labels(&bomb, LIMIT).map(|_| ()),
+            decode_dictionary(&bomb, LIMIT).map(|_| ()),
+        ] {
+            let error = result.unwrap_err().to_string();
+            assert!(error.contains("inflates to more than the 1048576 bytes"), "{error}");
+        }
+        // A real cell passes with exactly the limit its shape gives, and not with less.
+        let cell = sample_cell();
+        let bytes = encode_cell(&cell);
+        let limit = cell_limit(cell.nnz() as u64, cell.feature_ids.len() as u64);
+        assert_eq!(decode_cell(&bytes, limit).unwrap(), cell);
+        assert!(decode_cell(&bytes, 4).is_err());
+    }
+
+    #[test]
+    fn ids_beyond_u32_or_out_of_order_are_corrupt_not_truncated() {
+        // One feature whose id is 2^32 + 5 (it used to decode as 5).
+        let wide = raw(CELL_MAGIC, &[0, 1, (1 << 32) + 5, 0]);
+        assert!(decode_cell(&compress(&wide), LIMIT).unwrap_err().to_string().contains("beyond 2^32"));
+        // Two features both 7: ids must be strictly ascending.
+        let repeated = raw(CELL_MAGIC, &[0, 2, 7, 0, 0]);
+        assert!(decode_cell(&compress(&repeated), LIMIT).unwrap_err().to_string().contains("not ascending"));
+        // A row past 2^32 after a delta that overflows u32 only in sum.
+        let rows = raw(CELL_MAGIC, &[2, 1, 0, u32::MAX as u64, 1, 0, 0, 0]);
+        assert!(decode_cell(&compress(&rows), LIMIT).unwrap_err().to_string().contains("beyond 2^32"));
     }
 
     #[test]
     fn labels_and_dictionaries_round_trip() {
         let labels = ShardLabels { labels: vec![0.0, 1.0, 0.25], lines: vec![1, 2, 9] };
-        assert_eq!(decode_labels(&encode_labels(&labels)).unwrap(), labels);
+        assert_eq!(decode_labels(&encode_labels(&labels), LIMIT).unwrap(), labels);
         let dictionary = vec![
             DictionaryEntry { key: "a".into(), nnz: 3, max_abs: 1.0 },
             DictionaryEntry { key: "β".into(), nnz: 1, max_abs: 2.5 },
         ];
-        assert_eq!(decode_dictionary(&encode_dictionary(&dictionary)).unwrap(), dictionary);
+        assert_eq!(decode_dictionary(&encode_dictionary(&dictionary), LIMIT).unwrap(), dictionary);
     }
 }

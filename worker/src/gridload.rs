@@ -46,7 +46,9 @@ impl Layout {
             .blocks
             .par_iter()
             .map(|b| {
-                codec::decode_dictionary(&b.dictionary.read(storage)?).map_err(engine_error(storage, &b.dictionary))
+                let limit = codec::dictionary_limit(b.features as u64);
+                codec::decode_dictionary(&b.dictionary.read(storage)?, limit)
+                    .map_err(engine_error(storage, &b.dictionary))
             })
             .collect::<Result<Vec<_>>>()?;
         let shapes = manifest
@@ -68,7 +70,9 @@ impl Layout {
 pub fn read_targets(storage: &dyn Storage, manifest: &Manifest, shard: usize, loss: Loss) -> Result<Vec<f64>> {
     let scale = manifest.target_scale(loss);
     let entry = &manifest.shards[shard];
-    let labels = codec::decode_labels(&entry.labels.read(storage)?).map_err(engine_error(storage, &entry.labels))?;
+    let limit = codec::labels_limit(entry.rows as u64);
+    let labels =
+        codec::decode_labels(&entry.labels.read(storage)?, limit).map_err(engine_error(storage, &entry.labels))?;
     if labels.labels.len() != entry.rows {
         return Err(LineaError::data(storage.describe(&entry.labels.key), "row count differs from the manifest"));
     }
@@ -101,9 +105,10 @@ pub fn decode_cell(
 ) -> Result<Cell> {
     let file = &manifest.blocks[block].cells[shard];
     codec::verify_checksum(bytes, file.crc32c).map_err(engine_error(storage, file))?;
-    let cell = codec::decode_cell(bytes).map_err(engine_error(storage, file))?;
-    check_cell(&cell, manifest.blocks[block].features, manifest.shards[shard].rows)
-        .map_err(engine_error(storage, file))?;
+    let entry = &manifest.blocks[block];
+    let limit = codec::cell_limit(entry.nnz, entry.features as u64);
+    let cell = codec::decode_cell(bytes, limit).map_err(engine_error(storage, file))?;
+    check_cell(&cell, entry.features, manifest.shards[shard].rows).map_err(engine_error(storage, file))?;
     Ok(cell)
 }
 

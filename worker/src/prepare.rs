@@ -306,10 +306,13 @@ fn write_variable(
             variable.name
         )));
     }
+    let limit = codec::cell_limit(variable.nnz, variable.dictionary.len() as u64);
     let decoded: Vec<Cell> = variable
         .cells
         .iter()
-        .map(|b| codec::decode_cell(b).map_err(|source| LineaError::Engine { object: object(&variable.name), source }))
+        .map(|b| {
+            codec::decode_cell(b, limit).map_err(|source| LineaError::Engine { object: object(&variable.name), source })
+        })
         .collect::<Result<_>>()?;
     let mut feature_rows: Vec<Vec<u32>> = vec![Vec::new(); variable.dictionary.len()];
     for (s, cell) in decoded.iter().enumerate() {

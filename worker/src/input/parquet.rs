@@ -1,5 +1,11 @@
 //! Apache Parquet through the parquet crate's row API: numeric and boolean columns are
 //! numeric variables, strings (and anything else) categorical, nulls missing.
+//!
+//! The file is outside input and the parquet crate panics on some malformed metadata (it
+//! documents, e.g., `ColumnChunkMetaData::byte_range` panicking on a negative offset). So
+//! the metadata is checked before any row is read (every column chunk inside the file), and
+//! every call into the crate runs under `catch_unwind`: a panic there is this file's error,
+//! never the process's. fuzz/ (target read_parquet) found the negative offset.
 
 use super::{ExampleReader, FeatureSpec, NumericMode, RawExample};
 use crate::error::{LineaError, Result};
@@ -21,8 +27,12 @@ pub struct ParquetReader {
 impl ParquetReader {
     pub fn open(path: &str, spec: &FeatureSpec) -> Result<Self> {
         let handle = std::fs::File::open(path).map_err(LineaError::io(path))?;
-        let reader = SerializedFileReader::new(handle)
-            .map_err(|e| LineaError::data(path, format!("not a readable Parquet file: {e}")))?;
+        let bytes = handle.metadata().map_err(LineaError::io(path))?.len();
+        let unreadable = |why: String| LineaError::data(path, format!("not a readable Parquet file: {why}"));
+        let reader = guarded(|| SerializedFileReader::new(handle))
+            .map_err(unreadable)?
+            .map_err(|e| unreadable(e.to_string()))?;
+        check_chunks(&reader, bytes).map_err(unreadable)?;
         let schema = reader.metadata().file_metadata().schema_descr_ptr();
         let names: Vec<String> = schema.columns().iter().map(|c| c.name().to_string()).collect();
         if reader.metadata().file_metadata().num_rows() == 0 {
@@ -50,7 +60,7 @@ impl ParquetReader {
                 matches!(c.physical_type(), Type::BOOLEAN | Type::INT32 | Type::INT64 | Type::FLOAT | Type::DOUBLE)
             })
             .collect();
-        let rows = reader.into_iter();
+        let rows = guarded(|| reader.into_iter()).map_err(unreadable)?;
         Ok(Self {
             file: path.to_string(),
             rows: Box::new(rows),
@@ -67,6 +77,36 @@ impl ParquetReader {
     fn error(&self, message: impl Into<String>) -> LineaError {
         LineaError::Input { file: self.file.clone(), line: self.row, message: message.into() }
     }
+}
+
+/// Runs a call into the parquet crate; its panic becomes the message of an error.
+fn guarded<T>(call: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|panic| {
+        let message =
+            panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
+        format!("the parquet reader failed ({})", message.unwrap_or_else(|| "no message".into()))
+    })
+}
+
+/// Every column chunk the metadata lists lies inside the file (`bytes` long).
+fn check_chunks(reader: &SerializedFileReader<std::fs::File>, bytes: u64) -> std::result::Result<(), String> {
+    for (g, group) in reader.metadata().row_groups().iter().enumerate() {
+        for column in group.columns() {
+            let start = column.dictionary_page_offset().unwrap_or(column.data_page_offset());
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(column.compressed_size()).ok())
+                .and_then(|(start, len)| start.checked_add(len));
+            if end.is_none_or(|end| end > bytes) {
+                return Err(format!(
+                    "column {} of row group {g} lies outside the file ({start} + {} of {bytes} bytes)",
+                    column.column_path(),
+                    column.compressed_size()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn number(field: &Field) -> Option<f64> {
@@ -95,7 +135,9 @@ fn text(field: &Field) -> String {
 
 impl ExampleReader for ParquetReader {
     fn read(&mut self, example: &mut RawExample) -> Result<bool> {
-        let Some(row) = self.rows.next() else { return Ok(false) };
+        let rows = &mut self.rows;
+        let next = guarded(|| rows.next()).map_err(|why| self.error(format!("unreadable: {why}")))?;
+        let Some(row) = next else { return Ok(false) };
         self.row += 1;
         let row = row.map_err(|e| self.error(format!("unreadable: {e}")))?;
         example.clear();

@@ -26,7 +26,7 @@ const BASE: &str = "base";
 
 /// The JSON line that opens every checkpoint object.
 #[derive(Serialize, Deserialize)]
-struct Header {
+pub struct Header {
     format: String,
     fingerprint: String,
     /// Version of the workers' unit state that goes with the state after this object.
@@ -39,6 +39,26 @@ struct Header {
     /// A step: the trace point of the epoch it ended, if it ended one.
     #[serde(default)]
     point: Option<EpochPoint>,
+}
+
+/// A checkpoint object's header and body (`key` names it in messages), or why it is not
+/// one of this run's (`fingerprint`): the bytes come from storage, so every way they can be
+/// wrong is an error here, never a panic.
+pub fn parse_object<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    fingerprint: &str,
+    key: &str,
+) -> std::result::Result<(Header, T), String> {
+    let split = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| format!("not a {FORMAT} object"))?;
+    let header: Header = serde_json::from_slice(&bytes[..split]).map_err(|e| format!("not a {FORMAT} object ({e})"))?;
+    if header.format != FORMAT {
+        return Err(format!("not a {FORMAT} object"));
+    }
+    if header.fingerprint != fingerprint {
+        return Err("belongs to a run with other data or parameters; remove it or choose another --checkpoint".into());
+    }
+    let body = decode(&bytes[split + 1..], key).map_err(|e| e.to_string())?;
+    Ok((header, body))
 }
 
 /// What a restarted master continues from.
@@ -81,19 +101,8 @@ impl Checkpoints {
     /// An object's header and its decoded body, checked to belong to this run.
     fn read<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<(Header, T, usize)> {
         let bytes = self.storage.read(key)?;
-        let bad = |why: String| LineaError::data(self.storage.describe(key), why);
-        let split = bytes.iter().position(|&b| b == b'\n').ok_or_else(|| bad(format!("not a {FORMAT} object")))?;
-        let header: Header =
-            serde_json::from_slice(&bytes[..split]).map_err(|e| bad(format!("not a {FORMAT} object ({e})")))?;
-        if header.format != FORMAT {
-            return Err(bad(format!("not a {FORMAT} object")));
-        }
-        if header.fingerprint != self.fingerprint {
-            return Err(bad(
-                "belongs to a run with other data or parameters; remove it or choose another --checkpoint".into(),
-            ));
-        }
-        let body = decode(&bytes[split + 1..], key).map_err(|e| bad(e.to_string()))?;
+        let (header, body) = parse_object(&bytes, &self.fingerprint, key)
+            .map_err(|why| LineaError::data(self.storage.describe(key), why))?;
         Ok((header, body, bytes.len()))
     }
 

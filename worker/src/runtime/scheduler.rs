@@ -235,6 +235,10 @@ impl Scheduler {
     pub fn complete(&mut self, worker: WorkerKey, results: Vec<proto::ItemResult>) -> Outbox {
         let mut outbox = Outbox::new();
         for result in results {
+            // An item is the worker's it was sent to: another's id is as unknown as an old one.
+            if self.running.get(&result.item).is_none_or(|r| r.worker != worker) {
+                continue;
+            }
             let Some(running) = self.running.remove(&result.item) else { continue };
             if let Some(w) = self.workers.get_mut(&running.worker) {
                 w.running -= 1;
@@ -251,7 +255,11 @@ impl Scheduler {
                 continue;
             }
             self.counters.items_completed += 1;
-            self.record(worker, running.task, &result.sums, result.payload);
+            if let Err(why) = self.record(worker, running.task, &result.sums, result.payload) {
+                let id = self.workers.get(&worker).map_or("?", |w| w.id.as_str());
+                self.fail(format!("worker {id}, item {}: {why}", result.item));
+                continue;
+            }
             outbox.extend(self.finish_if_done());
         }
         outbox.extend(self.release_drained());
@@ -392,15 +400,33 @@ impl Scheduler {
         }
     }
 
-    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8], payload: Vec<u8>) {
-        let Some(phase) = &mut self.phase else { return };
+    /// Takes an item's result into its phase; a result of the wrong shape (sums that are
+    /// not whole i128s, or not as many as the phase or range has) is the run's error, never
+    /// a short or long vector for the algorithm to index.
+    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8], payload: Vec<u8>) -> Result<(), String> {
+        let Some(phase) = &mut self.phase else { return Ok(()) };
+        // Sums are collected from unit items of Sum phases and from range items; any a unit
+        // item of another phase sends are not looked at.
+        let expected = match (task, phase.collect) {
+            (Task::Unit(_), Collect::Sums(n)) => Some(n),
+            (Task::Range(range), Collect::Aggregated(len)) => {
+                Some(RANGE_LEN.min(len.saturating_sub(range * RANGE_LEN)))
+            }
+            _ => None,
+        };
+        let decoded = match expected {
+            None => Vec::new(),
+            Some(n) => super::wire::i128s(sums)
+                .filter(|s| s.len() == n)
+                .ok_or_else(|| format!("{} bytes of sums where {n} sums were due", sums.len()))?,
+        };
         match task {
             Task::Unit(unit) => {
                 self.prior[unit as usize] = None;
                 phase.payloads[unit as usize] = payload;
                 match phase.collect {
                     Collect::Nothing => {}
-                    Collect::Sums(_) => phase.sums.add(&ExactSums { sums: super::wire::i128s(sums) }),
+                    Collect::Sums(_) => phase.sums.add(&ExactSums { sums: decoded }),
                     Collect::Aggregated(_) => {
                         phase.computed.insert(unit, worker);
                     }
@@ -410,9 +436,10 @@ impl Scheduler {
                 }
             }
             Task::Range(range) => {
-                phase.ranges.insert(range, super::wire::i128s(sums));
+                phase.ranges.insert(range, decoded);
             }
         }
+        Ok(())
     }
 
     /// Moves a finished compute stage on to aggregation, or hands a finished phase's
@@ -632,6 +659,27 @@ mod tests {
         let (reply, result) = channel();
         let sent = items(&s.start_phase(loss_phase(), collect, reply));
         (result, sent)
+    }
+
+    #[test]
+    fn a_result_of_the_wrong_shape_fails_the_phase_and_another_worker_s_item_is_ignored() {
+        let mut s = Scheduler::new(2);
+        let (a, _) = s.join("a".into(), "http://a".into(), 1);
+        let (b, _) = s.join("b".into(), "http://b".into(), 1);
+        let (result, sent) = start(&mut s, Collect::Sums(2));
+        let of = |w| sent.iter().find(|i| i.0 == w).unwrap().1;
+        // b answers a's item: not b's to answer, so nothing happens.
+        let two = super::super::wire::from_i128s(&[1, 2]);
+        s.complete(b, vec![proto::ItemResult { item: of(a), sums: two.clone(), ..Default::default() }]);
+        assert!(s.running.contains_key(&of(a)), "a's item still runs");
+        // a answers with one sum of the two due, b with 17 bytes: the run fails, naming a.
+        s.complete(a, vec![done(of(a), 5)]);
+        let error = result.try_recv().unwrap().unwrap_err();
+        assert_eq!(error, format!("worker a, item {}: 16 bytes of sums where 2 sums were due", of(a)));
+        let (result, sent) = start(&mut s, Collect::Sums(2));
+        let item = sent[0].1;
+        s.complete(sent[0].0, vec![proto::ItemResult { item, sums: vec![0; 17], ..Default::default() }]);
+        assert!(result.try_recv().unwrap().unwrap_err().contains("17 bytes of sums where 2 sums were due"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use super::{ItemError, WorkerCore};
 use crate::runtime::{proto, wire};
+use linea_engine::algorithm::Reduction;
 use std::sync::atomic::Ordering;
 
 /// A worker's partial sums of one RangeSum phase: over the listed units.
@@ -13,8 +14,14 @@ pub struct Partial {
 
 impl WorkerCore {
     /// Sums range `[begin, end)` of a RangeSum phase over every source's partial.
-    pub(super) fn aggregate(&self, phase_id: u64, item: &proto::AggregateItem) -> Result<Vec<u8>, ItemError> {
-        let (begin, end) = (item.begin as usize, item.end as usize);
+    pub(super) fn aggregate(
+        &self,
+        phase_id: u64,
+        reduction: Reduction,
+        item: &proto::AggregateItem,
+    ) -> Result<Vec<u8>, ItemError> {
+        let range = super::validate::aggregate_range(item, reduction)?;
+        let (begin, end) = (range.start, range.end);
         let mut total = vec![0i128; end - begin];
         let session = self.session.lock().expect("session lock").clone();
         for source in &item.sources {
@@ -32,7 +39,8 @@ impl WorkerCore {
                     Ok(reply) => {
                         let reply = reply.into_inner();
                         self.traffic.partial_bytes_fetched.fetch_add(reply.sums.len() as u64, Ordering::Relaxed);
-                        Some(Partial { units: reply.units, sums: wire::i128s(&reply.sums) })
+                        // Sums that are not whole i128s are a peer's error, like missing ones.
+                        wire::i128s(&reply.sums).map(|sums| Partial { units: reply.units, sums })
                     }
                     Err(status) => {
                         tracing::warn!(peer = %source.address, %status, "partial sums unavailable");

@@ -17,6 +17,7 @@ mod kernels;
 mod peer;
 mod session;
 mod unit_grid;
+pub mod validate;
 
 use crate::error::{LineaError, Result};
 use crate::runtime::auth::JobSecret;
@@ -150,8 +151,7 @@ impl WorkerCore {
     /// A new session: open the grid and the kernel if they are another job's, drop partial
     /// sums, phases and fetched bases.
     fn start_session(&self, job: &proto::JobInfo) -> Result<()> {
-        let loss = crate::cli::parse_loss(&job.loss)
-            .ok_or_else(|| LineaError::Usage(format!("the master asked for an unknown loss {:?}", job.loss)))?;
+        let loss = validate::job(job)?;
         let mut grid = self.grid.lock().expect("grid lock");
         let mut job_kernel = self.job_kernel.lock().expect("kernel lock");
         let same_kernel = job_kernel.0 == job.algorithm && job_kernel.1 == job.kernel;
@@ -182,14 +182,7 @@ impl WorkerCore {
     }
 
     fn add_phase(&self, phase: proto::Phase) -> Result<()> {
-        let reduction = match proto::Reduction::try_from(phase.reduction) {
-            Ok(proto::Reduction::None) => Reduction::None,
-            Ok(proto::Reduction::Sum) => Reduction::Sum { len: phase.len as usize },
-            Ok(proto::Reduction::RangeSum) => Reduction::RangeSum { len: phase.len as usize },
-            Err(_) => {
-                return Err(LineaError::Usage(format!("phase {}: unknown reduction {}", phase.id, phase.reduction)));
-            }
-        };
+        let reduction = validate::reduction(&phase)?;
         let body = self.kernel().decode_phase(&phase.body)?;
         let data = PhaseData { version: phase.version, reduction, mutates: phase.mutates, body };
         let mut phases = self.phases.lock().expect("phases lock");
@@ -211,7 +204,9 @@ impl WorkerCore {
         };
         let outcome = match &item.kind {
             Some(work_item::Kind::Unit(u)) => self.run_unit(item.phase, &phase, u),
-            Some(work_item::Kind::Aggregate(a)) => self.aggregate(item.phase, a).map(|sums| (sums, Vec::new())),
+            Some(work_item::Kind::Aggregate(a)) => {
+                self.aggregate(item.phase, phase.reduction, a).map(|sums| (sums, Vec::new()))
+            }
             None => Err(ItemError::Fatal("empty work item".into())),
         };
         match outcome {
