@@ -13,13 +13,14 @@ lease_holder() { k -n "$LEASE_NS" get lease "$LEASE_NAME" -o jsonpath='{.spec.ho
 holder_is() { [[ "$(lease_holder)" == "$1"_* ]]; }
 
 # start_operator <name> <log> <metrics port>: one replica as the chart runs it (its pod name
-# and namespace in POD_NAME / POD_NAMESPACE), with the chart's ServiceAccount; prints its pid.
+# and namespace in POD_NAME / POD_NAMESPACE), with the chart's ServiceAccount; its pid in
+# STARTED_PID (a child of this shell, so `wait` and `kill -0` see it exit).
 start_operator() {
   KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
     POD_NAME="$1" POD_NAMESPACE="$LEASE_NS" \
     "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
     --metrics-address "127.0.0.1:$3" >>"$2" 2>&1 &
-  echo $!
+  STARTED_PID=$!
 }
 
 # metric <port> <name>: the value of an unlabelled series on that replica's /metrics.
@@ -29,7 +30,8 @@ metric() { curl -sf "http://127.0.0.1:$1/metrics" | sed -n "s/^$2 //p"; }
 leader_and_standby() {
   check "the first replica holds the Lease (created by it, in the release namespace)" until_ok 30 holder_is operator-a
   standby_port="$(free_port)"
-  STANDBY_PID="$(start_operator operator-b "$STATE/operator-b.log" "$standby_port")"
+  start_operator operator-b "$STATE/operator-b.log" "$standby_port"
+  STANDBY_PID="$STARTED_PID"
   standing_by() { grep -q 'standing by: another replica leads' "$STATE/operator-b.log" && holder_is operator-a; }
   check "a second replica stands by while the first leads" until_ok 30 standing_by
 }

@@ -58,6 +58,22 @@ struct Args {
     retry_period: u64,
 }
 
+/// Resolves once SIGTERM or SIGINT came, however long before it is awaited: one listener
+/// for the whole life of the process, so a signal between standing by and leading is kept.
+fn stop_requested() -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + Sync>> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop_signal().await;
+        let _ = tx.send(true);
+    });
+    move || {
+        let mut rx = rx.clone();
+        Box::pin(async move {
+            let _ = rx.wait_for(|stopped| *stopped).await;
+        })
+    }
+}
+
 /// SIGTERM or SIGINT.
 async fn stop_signal() {
     let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -98,6 +114,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = Client::try_default().await?;
     let metrics = Arc::new(Metrics::default());
     tokio::spawn(metrics::serve(args.metrics_address.clone(), metrics.clone()));
+    let stopped = stop_requested();
     let mut elector = None;
     if !args.no_leader_election {
         let namespace = args.lease_namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
@@ -105,7 +122,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tracing::info!(identity = candidate.identity(), lease = %format!("{namespace}/{}", args.lease_name), "standing by until this replica holds the Lease");
         tokio::select! {
             () = candidate.acquire() => {}
-            () = stop_signal() => {
+            () = stopped() => {
                 tracing::info!("stopped while standing by");
                 return Ok(());
             }
@@ -141,8 +158,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .watches(nodes, watcher::Config::default(), move |node| index.to_wake(&node))
         .with_config(Config::default().concurrency(8))
         // SIGTERM or SIGINT: no new reconciles, the running ones (bounded: at most
-        // MAX_CREATES_PER_RECONCILE pods each) finish, then the process exits.
-        .shutdown_on_signal()
+        // MAX_CREATES_PER_RECONCILE pods each) finish, then the Lease is given up.
+        .graceful_shutdown_on(stopped())
         .run(reconcile::reconcile, reconcile::error_policy, context)
         .for_each(|result| async move {
             if let Err(e) = result {
