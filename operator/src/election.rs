@@ -14,7 +14,9 @@
 //! - Every write carries the `resourceVersion` it was decided on (compare-and-swap), so of
 //!   two replicas deciding on the same record at most one write succeeds.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock: the same as the system's monotonic clock, and pausable in tests.
+use tokio::time::Instant;
 
 /// The election's three durations (client-go's defaults: 15 s, 10 s, 2 s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

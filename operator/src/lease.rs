@@ -15,7 +15,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// This process's identity in the Lease: the pod's name (or the host's) and a random suffix,
 /// so a restarted container never mistakes the Lease of its previous run for its own.
@@ -75,7 +76,7 @@ impl Elector {
     /// Waits until this replica holds the Lease.
     pub async fn acquire(&mut self) {
         loop {
-            match self.round().await {
+            match self.try_once().await {
                 Ok(true) => {
                     tracing::info!(identity = %self.identity, lease = %self.name, "leading: acquired the Lease");
                     return;
@@ -99,7 +100,7 @@ impl Elector {
                 }
                 () = tokio::time::sleep(self.timing.retry_period) => {}
             }
-            match self.round().await {
+            match self.try_once().await {
                 Ok(true) => {}
                 Ok(false) if self.holder().is_some_and(|h| h != self.identity) => {
                     return Ended::Lost(format!("{} holds the Lease now", self.holder().unwrap_or_default()));
@@ -114,10 +115,11 @@ impl Elector {
         }
     }
 
-    /// One bounded round. A successful one counts from the moment its request was sent,
-    /// which is no later than the API server's write that a standby's clock starts from; a
-    /// round still waiting for the API server when the renew deadline passes is abandoned.
-    async fn round(&mut self) -> kube::Result<bool> {
+    /// One bounded round: read the Lease, decide, write; true when this replica holds it
+    /// after. A successful one counts from the moment its request was sent, which is no later
+    /// than the API server's write that a standby's clock starts from; a round still waiting
+    /// for the API server when the renew deadline passes is abandoned.
+    pub async fn try_once(&mut self) -> kube::Result<bool> {
         let started = Instant::now();
         let deadline = match self.renewed {
             Some(renewed) => (renewed + self.timing.renew_deadline).saturating_duration_since(started),
