@@ -8,7 +8,8 @@
 #     sets, in a namespace that enforces the `restricted` Pod Security Standard, without a
 #     single PodSecurity warning;
 #   - a real `helm install` (CRD from crds/ and every object), then: the stored ClusterRole
-#     holds exactly the operator's permissions, the Deployment has the hardened pod spec,
+#     holds exactly the operator's permissions and the Role exactly its Lease's, the
+#     Deployment has the hardened pod spec, two replicas get a PodDisruptionBudget,
 #     the generated operator key survives `helm upgrade`, and `kubectl auth can-i` as the
 #     operator's ServiceAccount answers yes to every permission it needs and no to a list
 #     of things it must never do;
@@ -45,6 +46,12 @@ GRANTED=(
   "events.k8s.io events create patch"
 )
 CLUSTER_SCOPED=" nodes clusterroles clusterrolebindings namespaces "
+# The Role in the release namespace: leader election on one Lease, named like the operator.
+# <apiGroup> <resource[/name]> <verbs...>
+LEASE_GRANTED=(
+  "coordination.k8s.io leases create"
+  "coordination.k8s.io leases/$SA get patch"
+)
 # What it must never be able to do: <verb> <resource[.group][/subresource]>.
 DENIED=(
   "get secrets" "list secrets" "watch secrets" "update secrets" "patch secrets"
@@ -114,7 +121,7 @@ refused() {
   fi
 }
 refused "a negative replicaCount" "'/replicaCount'" --set replicaCount=-1
-refused "two replicas (no leader election)" "'/replicaCount'" --set replicaCount=2
+refused "four replicas (one leader, at most two standbys)" "'/replicaCount'" --set replicaCount=4
 refused "a string replicaCount" "'/replicaCount'" --set replicaCount=one
 refused "an unknown pullPolicy" "'/image/pullPolicy'" --set image.pullPolicy=Sometimes
 refused "a metrics port above 65535" "'/metrics/port'" --set metrics.port=70000
@@ -159,8 +166,11 @@ dry_run() {
     fail "$name" "objects: $got"$'\n'"expected: $want"$'\n'"$out"; fi
 }
 BASE="serviceaccount/linea-operator secret/linea-operator-key clusterrole.rbac.authorization.k8s.io/linea-operator
-  clusterrolebinding.rbac.authorization.k8s.io/linea-operator deployment.apps/linea-operator"
+  clusterrolebinding.rbac.authorization.k8s.io/linea-operator deployment.apps/linea-operator
+  role.rbac.authorization.k8s.io/linea-operator rolebinding.rbac.authorization.k8s.io/linea-operator"
 dry_run "helm template | kubectl apply --dry-run=server (default values)" "$BASE"
+dry_run "helm template | kubectl apply --dry-run=server (2 replicas: a PodDisruptionBudget)" \
+  "$BASE poddisruptionbudget.policy/linea-operator" --set replicaCount=2
 dry_run "helm template | kubectl apply --dry-run=server (networkPolicy + metrics Service)" \
   "$BASE service/linea-operator-metrics networkpolicy.networking.k8s.io/linea-operator
    networkpolicy.networking.k8s.io/linea-jobs" "${OPTIONS[@]}"
@@ -168,6 +178,8 @@ dry_run "helm template | kubectl apply --dry-run=server (networkPolicy + metrics
 dry_run "helm template | kubectl apply --dry-run=server (every value set)" \
   "serviceaccount/linea-controller clusterrole.rbac.authorization.k8s.io/ml-linea-operator
    clusterrolebinding.rbac.authorization.k8s.io/ml-linea-operator deployment.apps/ml-linea-operator
+   role.rbac.authorization.k8s.io/ml-linea-operator rolebinding.rbac.authorization.k8s.io/ml-linea-operator
+   poddisruptionbudget.policy/ml-linea-operator
    service/ml-linea-operator-metrics networkpolicy.networking.k8s.io/ml-linea-operator
    networkpolicy.networking.k8s.io/ml-linea-jobs networkpolicy.networking.k8s.io/ml-linea-jobs" \
   -f "$FULL_VALUES"
@@ -201,16 +213,29 @@ check_rules() {
   [ "$want" = "$got" ] || { diff <(echo "$want") <(echo "$got") | sed 's/^</missing:/; s/^>/extra:  /' | grep -v '^[0-9]'; return 1; }
 }
 check "ClusterRole $SA holds exactly the $(expected_rules | wc -l) permissions of the operator" check_rules
+# The Role as stored: "group resource[/name] verb" lines against LEASE_GRANTED.
+check_lease_rules() {
+  local want got line group res verb verbs
+  want="$(for line in "${LEASE_GRANTED[@]}"; do
+    read -r group res verbs <<<"$line"
+    for verb in $verbs; do echo "$group $res $verb"; done
+  done | sort)"
+  # shellcheck disable=SC2016  # a Go template, not shell
+  got="$(k -n "$NS" get role "$SA" -o go-template='{{range .rules}}{{$r := .}}{{range .apiGroups}}{{$g := .}}{{range $r.resources}}{{$res := .}}{{range $r.verbs}}{{$v := .}}{{if $r.resourceNames}}{{range $r.resourceNames}}{{$g}} {{$res}}/{{.}} {{$v}}{{"\n"}}{{end}}{{else}}{{$g}} {{$res}} {{$v}}{{"\n"}}{{end}}{{end}}{{end}}{{end}}{{end}}' | sort)" || return 1
+  [ "$want" = "$got" ] || { diff <(echo "$want") <(echo "$got") | sed 's/^</missing:/; s/^>/extra:  /' | grep -v '^[0-9]'; return 1; }
+}
+check "Role $SA (namespace $NS) holds exactly the Lease permissions of leader election" check_lease_rules
 
 # The Deployment as stored: the hardened pod spec and the operator's command line.
 check_deployment() {
   local want got
   want="$(cat <<EOF
-strategy=Recreate replicas=1 serviceAccountName=$SA
+strategy=RollingUpdate replicas=1 serviceAccountName=$SA
 runAsNonRoot=true runAsUser=65532 runAsGroup=65532 fsGroup=65532 seccomp=RuntimeDefault
 image=ghcr.io/linea/linea:0.1.0 command=[linea-operator]
-args=[--metrics-address 0.0.0.0:8080 --default-image ghcr.io/linea/linea:0.1.0]
+args=[--metrics-address 0.0.0.0:8080 --default-image ghcr.io/linea/linea:0.1.0 --lease-name linea-operator]
 env POD_NAMESPACE=metadata.namespace
+env POD_NAME=metadata.name
 env RUST_LOG=info,kube=warn
 env LINEA_OPERATOR_KEY=secret:linea-operator-key/operator-key
 port metrics=8080/TCP
@@ -250,6 +275,20 @@ check_key_kept() {
 }
 check "operator key Secret $SA-key generated on install and kept by helm upgrade" check_key_kept
 
+# Two replicas: a budget that lets a drain evict one at a time, and the replicas preferring
+# different nodes.
+check_two_replicas() {
+  local out got
+  out="$(helm upgrade "$RELEASE" "$CHART" --namespace "$NS" --reuse-values --set replicaCount=2 2>&1)" || { echo "$out"; return 1; }
+  got="$(k -n "$NS" get pdb "$SA" -o jsonpath='{.spec.maxUnavailable}/{.spec.selector.matchLabels.app\.kubernetes\.io/name}')" || return 1
+  [ "$got" = 1/linea ] || { echo "budget: $got"; return 1; }
+  got="$(k -n "$NS" get deployment "$SA" -o jsonpath='{.spec.replicas}/{.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey}')"
+  [ "$got" = 2/kubernetes.io/hostname ] || { echo "deployment: $got"; return 1; }
+  out="$(helm upgrade "$RELEASE" "$CHART" --namespace "$NS" --reuse-values --set replicaCount=1 2>&1)" || { echo "$out"; return 1; }
+  ! k -n "$NS" get pdb "$SA" >/dev/null 2>&1 || { echo "the budget stayed with one replica"; return 1; }
+}
+check "replicaCount=2: a PodDisruptionBudget (maxUnavailable 1) and spreading over nodes; gone again at 1" check_two_replicas
+
 # --- the operator's permissions, asked as its ServiceAccount ------------------------------------
 # can_i <want yes|no> <verb> <resource[.group][/subresource]> [--all-namespaces]
 can_i() {
@@ -285,6 +324,21 @@ for line in "${DENIED[@]}"; do
   read -r verb res <<<"$line"
   can_i no "$verb" "$res"
 done
+# The Lease: its own, in the release namespace, and nothing else of leases.
+# can_i_lease <want yes|no> <verb> <leases[/name]> <namespace>
+can_i_lease() {
+  local got
+  got="$(k auth can-i "$2" "${3/leases/leases.coordination.k8s.io}" -n "$4" "--as=$AS" 2>/dev/null)" || true
+  if [ "$got" = "$1" ]; then pass "can-i $2 $3 -n $4: $got"; else fail "can-i $2 $3 -n $4: want $1" "got '$got'"; fi
+}
+can_i_lease yes create leases "$NS"
+for verb in get patch; do can_i_lease yes "$verb" "leases/$SA" "$NS"; done
+for verb in update delete; do can_i_lease no "$verb" "leases/$SA" "$NS"; done
+for verb in get patch; do can_i_lease no "$verb" leases/kube-scheduler "$NS"; done
+for verb in list watch deletecollection; do can_i_lease no "$verb" leases "$NS"; done
+can_i_lease no create leases "$OTHER_NS"
+can_i_lease no get "leases/$SA" "$OTHER_NS"
+can_i_lease no patch leases/kube-controller-manager kube-system
 can_i no '*' '*' --all-namespaces
 
 # --- the kind demo's manifests (e2e/kind), on this server ---------------------------------------

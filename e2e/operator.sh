@@ -35,6 +35,11 @@
 # named like its pods, the master scales in 4 -> 1, exactly the released pods are deleted
 # once they exited (the others stay), status.elastic / workers.desired / Scaling / the
 # ElasticScaleIn event follow, and the model equals `linea train` with the same settings.
+# Throughout, two operator replicas run (e2e/operator-leader.sh): only the Lease holder
+# reconciles; kill -9 of it while a job trains hands the job to the standby within the lease
+# duration with the same pods; the new leader drains a worker within a second of its node's
+# termination taint (measured from the taint to the drain call); SIGTERM gives the Lease up
+# and the next replica leads at once.
 # Prints `operator e2e: N passed, M failed` last; exits non-zero on failure.
 set -euo pipefail
 
@@ -44,12 +49,12 @@ CP="$HERE/control-plane"
 . "$CP/versions.sh"
 
 passed=0 failed=0
-STATE="" OPERATOR_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID="" ELASTIC_PIDS=""
+STATE="" OPERATOR_PID="" STANDBY_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID="" ELASTIC_PIDS=""
 finish() {
   local rc=$?
-  for pid in "$OPERATOR_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID" $ELASTIC_PIDS; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
+  for pid in "$OPERATOR_PID" "$STANDBY_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID" $ELASTIC_PIDS; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
   if [ -n "$STATE" ]; then
-    if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE/operator.log" 2>/dev/null || true; fi
+    if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE"/operator*.log 2>/dev/null || true; fi
     "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
   fi
   if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
@@ -59,6 +64,7 @@ finish() {
 trap finish EXIT
 
 . "$HERE/checks.sh"
+. "$HERE/operator-leader.sh"
 
 (cd "$LINEA_ROOT" && nice cargo test --release --locked -q --workspace --no-run)
 "$CP/build.sh" etcd kubernetes kube-controller-manager >/dev/null
@@ -100,10 +106,8 @@ check "the operator's kubeconfig is the chart's ServiceAccount" bash -c \
   "KUBECONFIG='$STATE/operator.kubeconfig' '$KUBECTL' auth whoami -o jsonpath='{.status.userInfo.username}' | grep -qx system:serviceaccount:linea-system:linea-operator"
 
 metrics_port="$(free_port)"
-KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
-  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
-  --metrics-address "127.0.0.1:$metrics_port" >"$STATE/operator.log" 2>&1 &
-OPERATOR_PID=$!
+start_operator operator-a "$STATE/operator.log" "$metrics_port"
+OPERATOR_PID="$STARTED_PID"
 
 # until <seconds> <command...>: polls the API until the command succeeds (state, not time).
 until_ok() {
@@ -114,6 +118,7 @@ until_ok() {
   done
 }
 check "kube-controller-manager (disruption and resource-quota controllers) is up" until_ok 60 kcm_healthy
+leader_and_standby
 jp() { k -n ml get "$1" -o "jsonpath=$2" 2>/dev/null; }
 equals() { [ "$(jp "$1" "$2")" = "$3" ]; }
 # set_pod_phase <pod> <phase> [reason]: what a kubelet would report.
@@ -276,6 +281,7 @@ progress_from_master() {
     { echo "status: $(jp tj/poll '{.status}')"; false; }
 }
 check "progress (epoch, objective, ready workers) is polled from the master's status RPC" until_ok 60 progress_from_master
+leader_failover poll
 
 # A spot node gets its interruption notice: the operator asks the master to drain the
 # worker there, which hands its shards over and exits 0 before the node goes.
@@ -285,9 +291,20 @@ echo '{"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "poll-worker-
   k create --raw /api/v1/namespaces/ml/pods/poll-worker-0/binding -f - >/dev/null
 k -n ml patch pod poll-worker-0 --subresource=status --type=merge \
   -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+noticed="$(date +%s.%N)"
 k taint node spot-1 aws-node-termination-handler/spot-itn=true:NoSchedule >/dev/null
+drain_logged() { notice_to_drain "$STATE/operator-b.log" "$noticed" poll-worker-0; }
+until_ok 10 drain_logged || true
+drain_within_a_second() {
+  local took
+  took="$(drain_logged)" || return 1
+  python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 1.0 else 1)' "$took" || { echo "took $took s"; return 1; }
+  echo "note: ${took} s from the taint command to the drain call (an upper bound: kubectl's own start-up included)"
+}
+check "the termination notice is acted on within 1 s (node watch: taint -> drain call)" drain_within_a_second
 worker_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null; }
 check "a worker on a node with a termination notice is drained and exits" until_ok 60 worker_exited
+echo "       note: $(python3 -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$noticed") s from the taint to the worker's exit, its shards handed over (0.2 s polls)"
 worker_rc=0
 wait "$WORKER_PID" || worker_rc=$?
 check "... with exit code 0" test "$worker_rc" = 0
@@ -496,6 +513,7 @@ kill -TERM "$OPERATOR_PID"
 stop_started=$SECONDS
 operator_stopped() { ! kill -0 "$OPERATOR_PID" 2>/dev/null; }
 check "SIGTERM stops the operator within 10 s while it is creating pods" until_ok 10 operator_stopped
+check "... and it gave the Lease up on its way out (no holder)" lease_released
 echo "       note: stopped after $((SECONDS - stop_started)) s with $(wide_pods) of 1001 pods created"
 check "... having created only part of the job (it stopped, not finished)" test "$(wide_pods)" -lt 1001
 
@@ -507,10 +525,10 @@ check "... having created only part of the job (it stopped, not finished)" test 
 # first (no garbage collector runs here, so its finalizer is lifted by hand).
 k -n ml patch tj wide --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
 k -n ml delete tj wide --wait=false >/dev/null
-KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
-  "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
-  --metrics-address "127.0.0.1:$metrics_port" >>"$STATE/operator.log" 2>&1 &
-OPERATOR_PID=$!
+started="$(date +%s.%N)"
+start_operator operator-c "$STATE/operator.log" "$metrics_port"
+OPERATOR_PID="$STARTED_PID"
+check "a replica started after the release leads at once, not after the lease duration" leads_at_once "$started"
 COCOA_GAP=1e-4
 job_yaml svm "algorithm: {cocoa: {loss: logistic, l2: 1, localPasses: 1, gapTolerance: $COCOA_GAP, maxEpochs: 5000, seed: 3}}" \
   'workers: {replicas: 2}' | k apply -f - >/dev/null

@@ -29,6 +29,25 @@ pub const LABEL_ROLE: &str = "linea.io/role";
 pub const LABEL_INDEX: &str = "linea.io/worker-index";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const SECRET_DIR: &str = "/var/run/linea/secret";
+
+/// How long a worker may take to stop after SIGTERM: time to hand its shards over. The
+/// handover starts earlier, at the node's termination notice (the operator watches Nodes and
+/// drains the node's workers within a second of it), and ends when the new owners have
+/// fetched the shards' state; SIGTERM itself comes when the node is drained or shuts down.
+/// Measured against the clouds' notices:
+/// - AWS spot: 120 s from the interruption notice to the instance's stop. The node
+///   termination handler (or Karpenter) drains the node at the notice and evictions honour
+///   this period, so 110 s uses the notice and ends 10 s before the instance does.
+/// - GKE spot and Azure spot: 30 s of notice. The kubelet's graceful node shutdown caps every
+///   pod's period (GKE: 15 s for ordinary pods), so a longer period costs nothing there; the
+///   handover then has the notice's time from the operator's drain on.
+/// - Scale-in, `kubectl delete pod`, a voluntary drain: the worker exits as soon as the master
+///   has released it; the period is only an upper bound.
+pub const WORKER_GRACE_SECONDS: i64 = 110;
+/// The worker's own `--drain-timeout`: it leaves by itself this long after a drain began,
+/// inside [`WORKER_GRACE_SECONDS`], so the kubelet never has to kill it mid-handover.
+pub const WORKER_DRAIN_TIMEOUT_SECONDS: i64 = 100;
+const _: () = assert!(WORKER_DRAIN_TIMEOUT_SECONDS + 5 <= WORKER_GRACE_SECONDS && WORKER_GRACE_SECONDS < 120);
 const TOKEN_KEY: &str = linea_crds::JOB_SECRET_TOKEN_KEY;
 /// Taints of spot/preemptible nodes on the major clouds, tolerated by preemptible workers.
 const SPOT_TAINTS: [(&str, Option<&str>); 4] = [
@@ -476,6 +495,8 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         format!("0.0.0.0:{WORKER_PORT}"),
         "--secret-file".into(),
         secret_file(),
+        "--drain-timeout".into(),
+        WORKER_DRAIN_TIMEOUT_SECONDS.to_string(),
     ];
     if let Some(threads) = workers.threads {
         args.extend(["--threads".into(), threads.to_string()]);
@@ -530,7 +551,11 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         tolerations,
         affinity,
     };
-    pod(job, options, parts)
+    let mut pod = pod(job, options, parts);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.termination_grace_period_seconds = Some(WORKER_GRACE_SECONDS);
+    }
+    pod
 }
 
 pub fn master_service(job: &TrainingJob) -> Service {
@@ -658,6 +683,11 @@ pub mod tests {
         assert!(spec.affinity.is_some());
         let args = spec.containers[0].args.as_ref().unwrap().join(" ");
         assert!(args.contains("--master ads-master.ml.svc:7070") && args.contains("--threads 4"), "{args}");
+        // Time to hand the shards over, and the worker leaves by itself before it is killed.
+        assert_eq!(spec.termination_grace_period_seconds, Some(110));
+        assert!(args.contains("--drain-timeout 100"), "{args}");
+        let master = master_pod(&job, &options());
+        assert_eq!(master.spec.unwrap().termination_grace_period_seconds, Some(30));
         let service = master_service(&job);
         assert_eq!(service.spec.unwrap().selector.unwrap()[LABEL_ROLE], "master");
     }

@@ -88,6 +88,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<CategoryLabel, Counter>,
     pub jobs: Family<PhaseLabel, Gauge>,
     pub progress: JobProgress,
+    /// 1 while this replica holds the Lease and reconciles, 0 while it stands by.
+    pub leader: Gauge,
     registry: Registry,
 }
 
@@ -102,7 +104,9 @@ impl Default for Metrics {
         registry.register("trainingjobs", "TrainingJobs by phase, as last reconciled", jobs.clone());
         let progress = JobProgress::default();
         progress.register(&mut registry);
-        Self { reconcile_seconds, reconcile_errors, jobs, progress, registry }
+        let leader = Gauge::default();
+        registry.register("leader", "1 while this replica holds the Lease and reconciles", leader.clone());
+        Self { reconcile_seconds, reconcile_errors, jobs, progress, leader, registry }
     }
 }
 

@@ -3,12 +3,13 @@
 //! subresource, events. A finalizer makes deletion wait until the job's objects are gone.
 
 use crate::desired::{self, BuildOptions, MASTER_PORT};
-use crate::error::{OperatorError, Result};
+use crate::error::{ApiClass, OperatorError, Result, api_message, classify};
 use crate::metrics::{CategoryLabel, JobLabel, Metrics, PhaseLabel};
+use crate::nodes::{self, NodeIndex};
 use crate::plan::Observed;
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
-use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -31,12 +32,19 @@ pub struct Context {
     phases: Mutex<HashMap<JobLabel, String>>,
     /// Consecutive failed (or refused) reconciles per job, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// The nodes each job's pods run on, for the Node watch ([`nodes`]).
+    pub nodes: Arc<NodeIndex>,
 }
 
 /// First retry delay after a failed reconcile; doubled per consecutive failure.
 const RETRY_BASE: Duration = Duration::from_secs(2);
 /// Longest retry delay.
 const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// The delay before the `failures`-th consecutive retry: 2 s, 4 s, 8 s, ... at most 5 min.
+pub fn retry_delay(failures: u32) -> Duration {
+    RETRY_BASE.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(RETRY_MAX)
+}
 
 fn job_key(job: &TrainingJob) -> String {
     format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
@@ -53,6 +61,7 @@ impl Context {
             poll_masters,
             phases: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            nodes: Arc::new(NodeIndex::default()),
         }
     }
 
@@ -61,7 +70,7 @@ impl Context {
         let mut failures = self.failures.lock().expect("failures lock");
         let n = failures.entry(job_key(job)).or_insert(0);
         *n = n.saturating_add(1);
-        RETRY_BASE.saturating_mul(1 << (*n - 1).min(16)).min(RETRY_MAX)
+        retry_delay(*n)
     }
 
     fn succeeded(&self, job: &TrainingJob) {
@@ -106,6 +115,8 @@ pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Actio
     .await
     .map_err(|e| match e {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        // The finalizer's own API calls fail like any other, and are retried as such.
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => OperatorError::Kube(e),
         other => OperatorError::Finalizer(other.to_string()),
     });
     ctx.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
@@ -129,8 +140,28 @@ fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
-fn is_status(error: &kube::Error, code: u16) -> bool {
-    matches!(error, kube::Error::Api(s) if s.code == code)
+/// A delete that found the object gone (404) or no longer the one meant (409, its UID
+/// precondition failed) has nothing left to do.
+fn gone(error: &kube::Error) -> bool {
+    matches!(classify(error), ApiClass::NotFound | ApiClass::Conflict)
+}
+
+/// A create or apply of one of the job's objects (`kind name`) that the API server refused,
+/// said in the job's conditions; the caller stops creating. `Ok(true)`: worth retrying with
+/// backoff (403: a quota or a policy may allow it later); `Ok(false)`: only a change helps
+/// (invalid, or the name is someone else's object); an error when it was no refusal of the
+/// object at all (the server or the network: the reconcile fails and is retried).
+fn refusal(outcome: &mut Plan, job: &TrainingJob, kind: &str, name: &str, error: kube::Error) -> Result<bool> {
+    match classify(&error) {
+        ApiClass::Invalid => outcome.invalid(job, &api_message(&error)),
+        ApiClass::Refused => {
+            outcome.refused(job, &format!("{kind} {name}"), &api_message(&error));
+            return Ok(true);
+        }
+        ApiClass::Conflict => outcome.conflict(job, &format!("{kind} {}/{name}", job.namespace().unwrap_or_default())),
+        ApiClass::NotFound | ApiClass::Transient => return Err(error.into()),
+    }
+    Ok(false)
 }
 
 async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
@@ -156,7 +187,8 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
         Some(address) => master::progress(address, &token).await,
         None => None,
     };
-    let leaving = leaving_nodes(&ctx.client, &existing).await?;
+    ctx.nodes.record(job, &existing);
+    let leaving = nodes::leaving(&ctx.client, &existing).await?;
     let observed = Observed {
         pods: &existing,
         service: service.as_ref(),
@@ -172,6 +204,8 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
         match (&master, ip) {
             (Some(master), Some(ip)) => {
                 let worker = format!("http://{ip}:{}", desired::WORKER_PORT);
+                // Logged before the call: e2e/operator.sh measures a notice's latency to here.
+                tracing::info!(job = %job.name_any(), pod = %name, "draining a worker through the master");
                 let found = master::drain(master, &token, &worker).await;
                 tracing::info!(job = %job.name_any(), pod = %name, found, "asked the master to drain a worker");
             }
@@ -185,38 +219,12 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
     Ok(action)
 }
 
-/// Nodes of these pods that are about to go ([`plan::node_terminating`]).
-async fn leaving_nodes(client: &Client, pods: &[Pod]) -> Result<Vec<String>> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let mut names: Vec<&String> = pods.iter().filter_map(|p| p.spec.as_ref()?.node_name.as_ref()).collect();
-    names.sort();
-    names.dedup();
-    let mut leaving = Vec::new();
-    for name in names {
-        if nodes.get_opt(name).await?.is_some_and(|n| plan::node_terminating(&n)) {
-            leaving.push(name.clone());
-        }
-    }
-    Ok(leaving)
-}
-
 /// `http://ip:port` of a running master pod.
 fn master_address(job: &TrainingJob, pods: &[Pod]) -> Option<String> {
     let master = pods.iter().find(|p| p.name_any() == desired::master_name(job))?;
     let status = master.status.as_ref()?;
     (status.phase.as_deref() == Some("Running")).then_some(())?;
     Some(format!("http://{}:{MASTER_PORT}", status.pod_ip.as_ref()?))
-}
-
-fn is_invalid(error: &kube::Error) -> bool {
-    is_status(error, 400) || is_status(error, 422)
-}
-
-fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Delete `name` only if it still is the object with `uid`.
@@ -280,16 +288,10 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
                     outcome.status.auth_secret_name = Some(created.name_any());
                     outcome.status.auth_secret_uid = created.uid();
                 }
-                Err(e) if is_invalid(&e) => {
-                    outcome.invalid(job, &api_message(&e));
+                Err(e) => {
+                    refused = refusal(&mut outcome, job, "secret", &format!("{}*", desired::secret_prefix(job)), e)?;
                     break 'create true;
                 }
-                Err(e) if is_status(&e, 403) => {
-                    outcome.refused(job, &format!("secret {}*", desired::secret_prefix(job)), &api_message(&e));
-                    refused = true;
-                    break 'create true;
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         if let Some(service) = service {
@@ -297,16 +299,10 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
             let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
             match services.patch(&service.name_any(), &apply_params(), &Patch::Apply(&service)).await {
                 Ok(_) => {}
-                Err(e) if is_invalid(&e) => {
-                    outcome.invalid(job, &api_message(&e));
+                Err(e) => {
+                    refused = refusal(&mut outcome, job, "service", &service.name_any(), e)?;
                     break 'create true;
                 }
-                Err(e) if is_status(&e, 403) => {
-                    outcome.refused(job, &format!("service {}", service.name_any()), &api_message(&e));
-                    refused = true;
-                    break 'create true;
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         if let Some(budget) = budget {
@@ -314,38 +310,22 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
             let budgets: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), &namespace);
             match budgets.patch(&budget.name_any(), &apply_params(), &Patch::Apply(&budget)).await {
                 Ok(_) => {}
-                Err(e) if is_invalid(&e) => {
-                    outcome.invalid(job, &api_message(&e));
+                Err(e) => {
+                    refused = refusal(&mut outcome, job, "poddisruptionbudget", &budget.name_any(), e)?;
                     break 'create true;
                 }
-                Err(e) if is_status(&e, 403) => {
-                    let what = format!("poddisruptionbudget {}", budget.name_any());
-                    outcome.refused(job, &what, &api_message(&e));
-                    refused = true;
-                    break 'create true;
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         for pod in create {
             // Created, never applied: a pod of that name that is not ours is never adopted.
             match pods.create(&create_params, &pod).await {
                 Ok(_) => {}
-                Err(e) if is_status(&e, 409) => {
-                    outcome.conflict(job, &format!("pod {namespace}/{}", pod.name_any()));
+                // A name taken by someone else's pod, quota, admission policies: said in the
+                // conditions (Created, Blocked); a refusal is retried with backoff.
+                Err(e) => {
+                    refused = refusal(&mut outcome, job, "pod", &pod.name_any(), e)?;
                     break 'create true;
                 }
-                Err(e) if is_invalid(&e) => {
-                    outcome.invalid(job, &api_message(&e));
-                    break 'create true;
-                }
-                // Quota, admission policies: retried with backoff, said in Blocked.
-                Err(e) if is_status(&e, 403) => {
-                    outcome.refused(job, &format!("pod {}", pod.name_any()), &api_message(&e));
-                    refused = true;
-                    break 'create true;
-                }
-                Err(e) => return Err(e.into()),
             }
         }
         if touched {
@@ -358,7 +338,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
     }
     for doomed in delete_pods {
         match pods.delete(&doomed.name, &delete_exactly(doomed.uid)).await {
-            Err(e) if !is_status(&e, 404) && !is_status(&e, 409) => return Err(e.into()),
+            Err(e) if !gone(&e) => return Err(e.into()),
             _ => {}
         }
     }
@@ -403,8 +383,7 @@ where
     if let Some(object) = api.get_opt(&desired::master_name(job)).await?
         && desired::owned_by(object.meta(), job)
         && let Err(e) = api.delete(&object.name_any(), &delete_exactly(object.uid())).await
-        && !is_status(&e, 404)
-        && !is_status(&e, 409)
+        && !gone(&e)
     {
         return Err(e.into());
     }
@@ -421,8 +400,7 @@ async fn clean_up(job: &TrainingJob, ctx: &Context) -> Result<Action> {
     // One delete per pod (the operator's role has no deletecollection), and only the job's own.
     for pod in pods.list(&selector).await?.items.into_iter().filter(|p| desired::owned_by(&p.metadata, job)) {
         if let Err(e) = pods.delete(&pod.name_any(), &delete_exactly(pod.uid())).await
-            && !is_status(&e, 404)
-            && !is_status(&e, 409)
+            && !gone(&e)
         {
             return Err(e.into());
         }
@@ -440,13 +418,13 @@ async fn clean_up(job: &TrainingJob, ctx: &Context) -> Result<Action> {
     {
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
         if let Err(e) = secrets.delete(&name, &delete_exactly(Some(uid))).await
-            && !is_status(&e, 404)
-            && !is_status(&e, 409)
+            && !gone(&e)
         {
             return Err(e.into());
         }
     }
     ctx.record(job, None);
+    ctx.nodes.forget(job);
     ctx.succeeded(job);
     tracing::info!(job = %job.name_any(), "cleaned up");
     Ok(Action::await_change())
