@@ -16,7 +16,7 @@ cargo test --release --locked --workspace
 # Every fuzz target briefly, from its checked-in corpus (docs/fuzzing.md): a separate,
 # instrumented build, cached like the rest. LINEA_FUZZ_SECONDS sets the time per target;
 # 0 skips the step. A fixed seed keeps CI's run reproducible; longer runs use random ones.
-fuzz_seconds="${LINEA_FUZZ_SECONDS:-10}"
+fuzz_seconds="${LINEA_FUZZ_SECONDS:-5}"
 if [ "$fuzz_seconds" != 0 ]; then
     echo "== fuzz: each target for ${fuzz_seconds}s (scripts/fuzz.sh run)"
     LINEA_FUZZ_SECONDS="$fuzz_seconds" LINEA_FUZZ_SEED="${LINEA_FUZZ_SEED:-1}" scripts/fuzz.sh run
