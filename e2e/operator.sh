@@ -264,7 +264,7 @@ until_ok 60 equals pod/poll-master '{.metadata.name}' poll-master
 uid="$(jp tj/poll '{.metadata.uid}')"
 token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' e2e-operator-key-0123456789 "$uid")"
 LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/poll.model" \
-  --listen 127.0.0.1:7070 --algorithm cocoa --loss hinge --slots 2 --epochs 10000000 --gap-tolerance 0 \
+  --listen 127.0.0.1:7070 --algorithm cocoa --loss hinge --slots 2 --epochs 1000000 --gap-tolerance 0 \
   >"$STATE/master.log" 2>&1 &
 MASTER_PID=$!
 # This worker plays poll-worker-0 (the operator reaches it at the pod IP and port 7071);
