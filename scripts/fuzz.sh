@@ -101,6 +101,26 @@ run)
     done
     exit $status
     ;;
+replay)
+    # Every target over its checked-in corpus, each input once (libFuzzer -runs=0): the
+    # same inputs on every run, so CI cannot fail on what a time-bounded search happened to
+    # reach; `run` is the search.
+    build
+    mapfile -t all < <(targets)
+    status=0
+    log="$(mktemp)"
+    for target in "${all[@]}"; do
+        if LINEA_FUZZ_TARGET="$target" "$bin_dir/linea-fuzz" "${options[@]}" -runs=0 "corpus/$target" >"$log" 2>&1; then
+            echo "== fuzz corpus replay: $target, $(ls "corpus/$target" | wc -l) inputs ok"
+        else
+            echo "== fuzz corpus replay: $target FAILED"
+            tail -40 "$log"
+            status=1
+        fi
+    done
+    rm -f "$log"
+    exit $status
+    ;;
 cmin)
     [ $# -ge 3 ] || { echo "usage: $0 cmin TARGET DIR..." >&2; exit 2; }
     target="$2"
