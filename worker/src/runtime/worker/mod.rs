@@ -26,7 +26,8 @@ use aggregate::Partial;
 use grid::Grid;
 use kernels::{AnyPhase, AnyState, DynKernel};
 use linea_engine::algorithm::{Contribution, Reduction};
-use linea_proto::client::{MasterClient, PeerClient, Timeouts};
+use linea_proto::client::{Expect, MasterClient, PeerClient, Timeouts};
+use linea_proto::tls::{Transport, WORKER_NAME};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,9 @@ pub struct WorkerOptions {
     /// The longest a draining worker waits to be released.
     pub drain_timeout: Duration,
     pub secret: JobSecret,
+    /// TLS with the member certificate (to the master, to peers and as a peer server), or
+    /// plain text (`--insecure`).
+    pub transport: Transport,
 }
 
 /// Bytes this worker moved for aggregation (benchmarks read them).
@@ -128,24 +132,26 @@ impl From<LineaError> for ItemError {
 }
 
 impl WorkerCore {
-    fn channel(&self, address: &str) -> Result<Channel> {
+    /// A channel to `address`, expecting `expect` there (the master's own name; for a peer,
+    /// the name every worker's certificate carries).
+    fn channel(&self, address: &str, expect: Expect) -> Result<Channel> {
         // A lazy channel spawns its connection task on the runtime; items run on rayon threads.
         let _runtime = self.runtime.enter();
         let mut channels = self.channels.lock().expect("channels lock");
         if let Some(c) = channels.get(address) {
             return Ok(c.clone());
         }
-        let channel = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME)?;
+        let channel = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME, &self.options.transport, expect)?;
         channels.insert(address.to_string(), channel.clone());
         Ok(channel)
     }
 
     fn master(&self) -> Result<MasterClient> {
-        Ok(linea_proto::client::master(self.channel(&self.options.master)?, &self.options.secret))
+        Ok(linea_proto::client::master(self.channel(&self.options.master, Expect::Host)?, &self.options.secret))
     }
 
     fn peer(&self, address: &str) -> Result<PeerClient> {
-        Ok(linea_proto::client::peer(self.channel(address)?, &self.options.secret))
+        Ok(linea_proto::client::peer(self.channel(address, Expect::Name(WORKER_NAME))?, &self.options.secret))
     }
 
     /// A new session: open the grid and the kernel if they are another job's, drop partial
