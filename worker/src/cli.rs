@@ -389,6 +389,11 @@ enum Command {
         /// Longest wait, in seconds, for the master to release a draining worker.
         #[arg(long, default_value_t = 25)]
         drain_timeout: u64,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
@@ -400,6 +405,11 @@ enum Command {
         /// The master's address (host:port or http://host:port).
         #[arg(long)]
         master: String,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
@@ -414,6 +424,11 @@ enum Command {
         /// The worker's id or address, as `linea status` lists it.
         #[arg(long)]
         worker: String,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
@@ -555,6 +570,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             cache_mb,
             reconnect_for,
             drain_timeout,
+            master_name,
             secret_file,
             tls,
         } => {
@@ -570,17 +586,25 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 drain_timeout: Duration::from_secs(drain_timeout),
                 secret: JobSecret::load(secret_file.as_deref())?,
                 transport: tls.transport(Role::Member)?,
+                master_name,
             })?;
             progress.always("worker done: released by the master");
         }
-        Command::Status { master, secret_file, tls } => {
+        Command::Status { master, master_name, secret_file, tls } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
-            let status = client::status(&master_url(&master), &secret, &tls.transport(Role::Member)?)?;
+            let status =
+                client::status(&master_url(&master), master_name.as_deref(), &secret, &tls.transport(Role::Member)?)?;
             println!("{}", serde_json::to_string_pretty(&client::status_json(&status)).expect("serializes"));
         }
-        Command::Drain { master, worker, secret_file, tls } => {
+        Command::Drain { master, worker, master_name, secret_file, tls } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
-            let found = client::drain(&master_url(&master), &secret, &tls.transport(Role::Member)?, &worker)?;
+            let found = client::drain(
+                &master_url(&master),
+                master_name.as_deref(),
+                &secret,
+                &tls.transport(Role::Member)?,
+                &worker,
+            )?;
             if !found {
                 return Err(LineaError::Usage(format!("the master knows no worker {worker:?}")));
             }

@@ -74,7 +74,7 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     // Drain through the master's API.
     let drained = s.workers[0].worker_id.clone();
     assert!(
-        client::drain(&cluster.master_url, &cluster.secret, &transport(), &drained).unwrap(),
+        client::drain(&cluster.master_url, None, &cluster.secret, &transport(), &drained).unwrap(),
         "the master knows {drained}"
     );
     let s = cluster.wait_for("progress after a drain", |t| {
@@ -136,7 +136,7 @@ fn a_worker_without_the_job_secret_is_refused() {
     assert!(stderr.contains("refused: wrong or missing job secret"), "{stderr}");
     assert!(!stderr.contains(intruder) && !stderr.contains(SECRET), "no secret in messages: {stderr}");
     let wrong = JobSecret::new(intruder).unwrap();
-    let refused = client::status(&cluster.master_url, &wrong, &transport()).unwrap_err().to_string();
+    let refused = client::status(&cluster.master_url, None, &wrong, &transport()).unwrap_err().to_string();
     assert!(refused.contains("refused"), "{refused}");
     assert_eq!(cluster.status().unwrap().workers_active, 0, "the intruder never joined");
 
@@ -189,6 +189,14 @@ fn a_worker_or_client_without_the_jobs_certificate_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no TLS certificates: pass --tls-dir"), "{stderr}");
     assert_eq!(cluster.status().unwrap().workers_active, 0, "none of them joined");
+
+    // The master's certificate must carry the name asked for: the host of --master, or
+    // --master-name (a master reached at an IP or a forwarded port, by its Service name).
+    let out = linea(&["status", "--master", &listen, "--master-name", "ads-master.ml.svc"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("NotValidForName"), "{stderr}");
+    let out = linea(&["status", "--master", &listen, "--master-name", "localhost"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     // The job's certificate: it joins and the job completes.
     let mut worker = cluster.worker();

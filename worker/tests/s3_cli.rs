@@ -308,7 +308,7 @@ fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_b
     let workers = [spawn(&worker_args), spawn(&worker_args)];
     let secret = JobSecret::new(secret).unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
-    while client::status(&master_url, &secret, &transport).map_or(true, |s| s.epoch < 5) {
+    while client::status(&master_url, None, &secret, &transport).map_or(true, |s| s.epoch < 5) {
         assert!(Instant::now() < deadline, "the run never reached epoch 5");
         std::thread::sleep(Duration::from_millis(20)); // poll interval
     }

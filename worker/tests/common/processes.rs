@@ -57,7 +57,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn status(&self) -> Option<StatusReply> {
-        client::status(&self.master_url, &self.secret, &transport()).ok()
+        client::status(&self.master_url, None, &self.secret, &transport()).ok()
     }
 
     /// Polls the master's status until `done` holds.

@@ -21,6 +21,7 @@ pub mod validate;
 
 use crate::error::{LineaError, Result};
 use crate::runtime::auth::JobSecret;
+use crate::runtime::client::expect_master;
 use crate::runtime::proto::{self, work_item};
 use aggregate::Partial;
 use grid::Grid;
@@ -53,6 +54,9 @@ pub struct WorkerOptions {
     /// TLS with the member certificate (to the master, to peers and as a peer server), or
     /// plain text (`--insecure`).
     pub transport: Transport,
+    /// The name the master's certificate must carry when `master` is not one of its names
+    /// (an IP, a forwarded port); `None`: the host of `master`.
+    pub master_name: Option<String>,
 }
 
 /// Bytes this worker moved for aggregation (benchmarks read them).
@@ -147,7 +151,10 @@ impl WorkerCore {
     }
 
     fn master(&self) -> Result<MasterClient> {
-        Ok(linea_proto::client::master(self.channel(&self.options.master, Expect::Host)?, &self.options.secret))
+        Ok(linea_proto::client::master(
+            self.channel(&self.options.master, expect_master(self.options.master_name.as_deref()))?,
+            &self.options.secret,
+        ))
     }
 
     fn peer(&self, address: &str) -> Result<PeerClient> {
