@@ -3,7 +3,7 @@
 # overhead and aggregation traffic for 1 to 64 workers, with the real master and simulated
 # workers speaking its gRPC protocol over loopback (bench/src/bin/runtime-bench.rs).
 #
-#   bench/runtime-bench.sh [--quick] [--workers 1,2,4,8,16,32,64] [--threads 1,8]
+#   bench/runtime-bench.sh [--quick] [--insecure] [--workers 1,2,4,8,16,32,64] [--threads 1,8]
 #                          [--only throughput,barrier,aggregation,balance]
 #
 # A benchmark, not a test: it prints markdown tables, it asserts nothing. About a minute

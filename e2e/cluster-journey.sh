@@ -121,7 +121,7 @@ runtime_spec() {
   local id
   id="$(k -n "$1" get pod "$2" -o jsonpath='{.status.containerStatuses[0].containerID}')"
   ctr --address "$CONTAINERD_ADDRESS" -n k8s.io containers info "${id#containerd://}" |
-    python3 -c 'import json,sys; s=json.load(sys.stdin)["Spec"]; print("uid", s["process"]["user"]["uid"]); print("gid", s["process"]["user"]["gid"]); print("readonly", s["root"].get("readonly", False)); [print("mount", m["destination"]) for m in s["mounts"]]'
+    python3 -c 'import json,sys; s=json.load(sys.stdin)["Spec"]; print("uid", s["process"]["user"]["uid"]); print("gid", s["process"]["user"]["gid"]); print("readonly", s["root"].get("readonly", False)); print("args", " ".join(s["process"]["args"])); [print("mount", m["destination"]) for m in s["mounts"]]'
 }
 runtime_spec linea-system "$op_pod" >"$WORK/operator.spec"
 check "the operator container runs as 65532 with a read-only root filesystem (containerd's spec)" bash -c \
@@ -187,6 +187,16 @@ for role in prepare master worker; do
     "grep -qx 'uid 65532' '$WORK/$role.spec' && grep -qx 'readonly True' '$WORK/$role.spec' &&
      ! grep -q 'kubernetes.io/serviceaccount' '$WORK/$role.spec'"
 done
+# Mutual TLS in real pods: both ran with the job's Secret mounted and --tls-dir there (no
+# way to ask for --insecure); the job's progress above came from the operator's TLS calls to
+# the master, and the workers could only train through it with the job's certificates.
+for role in master worker; do
+  check "the $role container ran with --tls-dir on its mounted job Secret, not --insecure (containerd's spec)" bash -c \
+    "grep -q '^args .* --tls-dir /var/run/linea/secret' '$WORK/$role.spec' && ! grep -q -- '--insecure' '$WORK/$role.spec' &&
+     grep -qx 'mount /var/run/linea/secret' '$WORK/$role.spec'"
+done
+own_ca() { grep -q 'per-run CA' <<<"$master_log"; }
+check "... and the master used the job's certificates, not a CA of its own" eval '! own_ca'
 
 # --- wrong S3 credentials ------------------------------------------------------------------------
 # The prepared-grid example (the grid is the one the job above wrote), with a Secret whose

@@ -154,6 +154,47 @@ check "its auth Secret has a generated name, recorded with its UID in the status
   for p in ads-master ads-worker-0 ads-worker-1; do
     [ \"\$('$KUBECTL' -n ml get pod \$p -o jsonpath='{.spec.volumes[?(@.name==\"job-secret\")].secret.secretName}')\" = '$secret' ] || { echo \$p; exit 1; }
   done"
+# job_tls <job> <master|client> <dir>: what the job's master or worker pods mount from its
+# Secret (token, ca.crt and that role's pair), read with kubectl into a private folder for
+# the processes this test starts by hand in the pods' place.
+job_tls() {
+  local secret key
+  secret="$(jp "tj/$1" '{.status.authSecretName}')"
+  [ -n "$secret" ] || { echo "tj/$1 has no auth Secret in its status" >&2; return 1; }
+  (umask 077 && mkdir -p "$3")
+  for key in token ca.crt "$2.crt" "$2.key"; do
+    (umask 077 && k -n ml get secret "$secret" -o "jsonpath={.data.${key//./\\.}}" | base64 -d >"$3/$key")
+    [ -s "$3/$key" ] || { echo "secret $secret has no $key" >&2; return 1; }
+  done
+}
+secret_keys() { k -n ml get secret "$secret" -o go-template='{{range $k, $v := .data}}{{$k}} {{end}}'; }
+check "the job's Secret holds the token and the TLS files (ca.crt, master.crt/key, client.crt/key)" \
+  test "$(secret_keys)" = "ca.crt client.crt client.key master.crt master.key token "
+job_tls ads master "$STATE/ads-master-tls"
+job_tls ads client "$STATE/ads-client-tls"
+master_sans() {
+  local sans
+  sans="$(openssl x509 -noout -ext subjectAltName -in "$STATE/ads-master-tls/master.crt" | tail -n +2 | tr -d ' ')"
+  [ "$sans" = "DNS:ads-master,DNS:ads-master.ml,DNS:ads-master.ml.svc,DNS:ads-master.ml.svc.cluster.local" ] ||
+    { echo "SANs: $sans"; false; }
+}
+check "the master certificate's names are the master Service's DNS names" master_sans
+check "... and it and the member certificate are signed by the job CA" bash -c "
+  openssl verify -CAfile '$STATE/ads-master-tls/ca.crt' '$STATE/ads-master-tls/master.crt' '$STATE/ads-client-tls/client.crt'"
+pods_mount_their_tls() {
+  local p items args want
+  for p in ads-master ads-worker-0 ads-worker-1; do
+    want="token ca.crt client.crt client.key"
+    [ "$p" = ads-master ] && want="token ca.crt master.crt master.key"
+    items="$(jp "pod/$p" '{.spec.volumes[?(@.name=="job-secret")].secret.items[*].key}')"
+    [ "$items" = "$want" ] || { echo "$p mounts: $items"; return 1; }
+    args="$(jp "pod/$p" '{.spec.containers[0].args}')"
+    grep -q '"--tls-dir","/var/run/linea/secret"' <<<"$args" && ! grep -q -- '--insecure' <<<"$args" ||
+      { echo "$p args: $args"; return 1; }
+  done
+}
+check "the master mounts token, CA and its own pair, workers the member pair; all run with --tls-dir, none --insecure" \
+  pods_mount_their_tls
 check "every object is owned by the job (controller reference)" bash -c "
   for o in pod/ads-master pod/ads-worker-0 pod/ads-worker-1 service/ads-master poddisruptionbudget/ads-master secret/$secret; do
     [ \"\$('$KUBECTL' -n ml get \$o -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')\" = TrainingJob/ads/true ] || { echo \$o; exit 1; }
@@ -252,29 +293,48 @@ set_pod_phase quick-master Succeeded
 check "a succeeded job with ttlSecondsAfterFinished 0 is deleted with its objects" until_ok 60 bash -c \
   "! '$KUBECTL' -n ml get tj quick && [ -z \"\$('$KUBECTL' -n ml get pods,services -l linea.io/job-name=quick -o name)\" ]"
 
-# Progress from a real master: `linea master` and a worker run here on loopback with the
-# job's token (HMAC of its uid under the operator key, as the operator computes it), and
-# the master pod reports 127.0.0.1 as its IP. It trains CoCoA (hinge, gap tolerance 0), which
-# runs until it is stopped: SCD with tolerance 0 ends once its objective stops changing (94
-# epochs, 4 s on a9a), and the leader failover and the drain below need a job that goes on.
+# Progress from a real master: `linea master` and a worker run here on loopback with what
+# their pods mount from the job's Secret (its token is the HMAC of the job's uid under the
+# operator key, as the operator computes it; TLS files made from the same key), and the
+# master pod reports 127.0.0.1 as its IP. The operator calls it over TLS, expecting the
+# Service's name; the processes reach 127.0.0.1, so they name the master with --master-name.
+# It trains CoCoA (hinge, gap tolerance 0), which runs until it is stopped: SCD with
+# tolerance 0 ends once its objective stops changing (94 epochs, 4 s on a9a), and the leader
+# failover and the drain below need a job that goes on.
 "$LINEA_BIN" --quiet prepare --input "$LINEA_ROOT/../shared/data/a9a/a9a.train.libsvm" --format libsvm \
   --output "$STATE/grid" --rows-per-shard 4096 >/dev/null
 sed -e 's/name: ads,/name: poll,/' "$STATE/ads.yaml" | k apply -f - >/dev/null
 until_ok 60 equals pod/poll-master '{.metadata.name}' poll-master
 uid="$(jp tj/poll '{.metadata.uid}')"
 token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' e2e-operator-key-0123456789 "$uid")"
-LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/poll.model" \
-  --listen 127.0.0.1:7070 --algorithm cocoa --loss hinge --slots 2 --epochs 1000000 --gap-tolerance 0 \
-  >"$STATE/master.log" 2>&1 &
+job_tls poll master "$STATE/poll-master-tls"
+job_tls poll client "$STATE/poll-client-tls"
+check "the job's Secret token is the operator's HMAC of the job's uid" test "$(cat "$STATE/poll-master-tls/token")" = "$token"
+# as_member <job> [port]: the flags of a worker or `linea status` of the job run here, as
+# its worker pods have them (the member pair), its master on 127.0.0.1 (port 7070).
+as_member() {
+  echo --master "127.0.0.1:${2:-7070}" --master-name "$1-master.ml.svc" --tls-dir "$STATE/$1-client-tls" \
+    --secret-file "$STATE/$1-client-tls/token"
+}
+"$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/poll.model" --listen 127.0.0.1:7070 \
+  --algorithm cocoa --loss hinge --slots 2 --epochs 1000000 --gap-tolerance 0 \
+  --tls-dir "$STATE/poll-master-tls" --secret-file "$STATE/poll-master-tls/token" >"$STATE/master.log" 2>&1 &
 MASTER_PID=$!
 # This worker plays poll-worker-0 (the operator reaches it at the pod IP and port 7071);
 # a second one takes its shards when it is drained.
-LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 --listen 127.0.0.1:7071 >/dev/null 2>&1 &
+"$LINEA_BIN" worker $(as_member poll) --threads 1 --listen 127.0.0.1:7071 >"$STATE/poll-worker-0.log" 2>&1 &
 WORKER_PID=$!
-LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7070 --threads 1 >/dev/null 2>&1 &
+"$LINEA_BIN" worker $(as_member poll) --threads 1 >"$STATE/poll-worker-1.log" 2>&1 &
 OTHER_WORKER_PID=$!
-master_at_epoch_2() { LINEA_JOB_SECRET="$token" "$LINEA_BIN" status --master 127.0.0.1:7070 | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
-until_ok 60 master_at_epoch_2
+master_at_epoch_2() { "$LINEA_BIN" status $(as_member poll) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
+check "a worker and linea status reach the master over TLS with the job's member certificate" until_ok 60 master_at_epoch_2
+refused_without_job_cert() {
+  local out
+  ! out="$("$LINEA_BIN" status --master 127.0.0.1:7070 --secret-file "$STATE/poll-client-tls/token" --tls-dir "$STATE/ads-client-tls" --master-name poll-master.ml.svc 2>&1)" &&
+    grep -Eiq 'tls|certificate' <<<"$out" || { echo "$out"; false; }
+  ! out="$("$LINEA_BIN" status --master 127.0.0.1:7070 --secret-file "$STATE/poll-client-tls/token" --insecure 2>&1)" || { echo "$out"; false; }
+}
+check "... and another job's certificate or plain text is refused" refused_without_job_cert
 k -n ml patch pod poll-master --subresource=status --type=merge \
   -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
 progress_from_master() {
@@ -476,11 +536,13 @@ check "image is immutable under a running job" bash -c \
 job_yaml once 'algorithm: {scd: {epochs: 1}}' | k apply -f - >/dev/null
 until_ok 60 equals pod/once-master '{.metadata.name}' once-master
 uid="$(jp tj/once '{.metadata.uid}')"
-token="$(python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' e2e-operator-key-0123456789 "$uid")"
-LINEA_TERMINATION_LOG="$STATE/once.termination" LINEA_JOB_SECRET="$token" "$LINEA_BIN" --quiet master --data "$STATE/grid" \
-  --model "$STATE/once.model" --listen 127.0.0.1:7072 --epochs 1 >"$STATE/once-master.log" 2>&1 &
+job_tls once master "$STATE/once-master-tls"
+job_tls once client "$STATE/once-client-tls"
+LINEA_TERMINATION_LOG="$STATE/once.termination" "$LINEA_BIN" --quiet master --data "$STATE/grid" --model "$STATE/once.model" \
+  --listen 127.0.0.1:7072 --epochs 1 --tls-dir "$STATE/once-master-tls" --secret-file "$STATE/once-master-tls/token" \
+  >"$STATE/once-master.log" 2>&1 &
 MASTER_PID=$!
-LINEA_JOB_SECRET="$token" "$LINEA_BIN" worker --master 127.0.0.1:7072 --threads 1 >/dev/null 2>&1 &
+"$LINEA_BIN" worker $(as_member once 7072) --threads 1 >"$STATE/once-worker.log" 2>&1 &
 WORKER_PID=$!
 master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
 until_ok 120 master_done
@@ -497,8 +559,10 @@ check "a one-epoch run ends MaxEpochsReached with epoch 1 and its modelUri" unti
 job_yaml baddata | k apply -f - >/dev/null
 until_ok 60 equals pod/baddata-master '{.metadata.name}' baddata-master
 rc=0
-LINEA_TERMINATION_LOG="$STATE/baddata.termination" LINEA_JOB_SECRET=0123456789abcdef0123 "$LINEA_BIN" --quiet master --data "$STATE/no-such-grid" \
-  --model "$STATE/baddata.model" --listen 127.0.0.1:7073 >/dev/null 2>&1 || rc=$?
+job_tls baddata master "$STATE/baddata-master-tls"
+LINEA_TERMINATION_LOG="$STATE/baddata.termination" "$LINEA_BIN" --quiet master --data "$STATE/no-such-grid" \
+  --model "$STATE/baddata.model" --listen 127.0.0.1:7073 --tls-dir "$STATE/baddata-master-tls" \
+  --secret-file "$STATE/baddata-master-tls/token" >/dev/null 2>&1 || rc=$?
 check "linea exits 2 on missing data and writes the error to its termination message" bash -c \
   "[ $rc = 2 ] && grep -q '^error: ' '$STATE/baddata.termination'"
 set_terminated baddata-master Failed "$rc" Error "$(cat "$STATE/baddata.termination")"
@@ -565,32 +629,34 @@ check "the master pod runs linea master --algorithm cocoa with the job's loss, l
 svm_worker_args() { for w in 0 1; do has_args "svm-worker-$w" worker --master svm-master.ml.svc:7070 || return 1; done; }
 check "the worker pods run linea worker against the master's Service" svm_worker_args
 
-uid="$(jp tj/svm '{.metadata.uid}')"
-python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' \
-  e2e-operator-key-0123456789 "$uid" >"$STATE/svm.token"
+job_tls svm master "$STATE/svm-master-tls"
+job_tls svm client "$STATE/svm-client-tls"
 # The earlier master on 7070 was stopped; wait until its listener is gone (SO_REUSEADDR as
 # tokio binds, so connections in TIME_WAIT do not count).
 port_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7070))'; }
 until_ok 30 port_free
 args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.model" \
-  --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm.token")"
+  --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm-master-tls/token" \
+  --tls-dir="$STATE/svm-master-tls")"
 mapfile -t master_args <<<"$args_text"
 LINEA_TERMINATION_LOG="$STATE/svm.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
 MASTER_PID=$!
-args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
+  --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
+"$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
 WORKER_PID=$!
-svm_epoch_2() { "$LINEA_BIN" status --master 127.0.0.1:7070 --secret-file "$STATE/svm.token" | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
+svm_epoch_2() { "$LINEA_BIN" status $(as_member svm) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 svm_epoch_2
 k -n ml patch pod svm-master --subresource=status --type=merge \
   -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
 gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
 check "the gap the running cocoa master reports is polled into status.progress.dualityGap" until_ok 30 gap_polled
 # The second worker joins mid-run: the two slots are now served by two processes.
-args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm.token")"
+args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
+  --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-"$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
+"$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
 OTHER_WORKER_PID=$!
 master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
 check "the cocoa master runs to the end" until_ok 300 master_done
@@ -631,21 +697,22 @@ shrink_started() { [ "$(shrink_pods)" = "pod/shrink-master pod/shrink-worker-0 p
 check "an elastic cocoa job gets its master and 4 workers" until_ok 60 shrink_started
 check "its master runs with 4 slots and the elastic policy's flags" has_args shrink-master --slots 4 --elastic \
   --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock epochs
-uid="$(jp tj/shrink '{.metadata.uid}')"
-python3 -c 'import hmac,hashlib,sys; print(hmac.new(sys.argv[1].encode(), sys.argv[2].encode(), hashlib.sha256).hexdigest())' \
-  e2e-operator-key-0123456789 "$uid" >"$STATE/shrink.token"
+job_tls shrink master "$STATE/shrink-master-tls"
+job_tls shrink client "$STATE/shrink-client-tls"
 until_ok 30 port_free
 args_text="$(local_args shrink-master --data="$STATE/grid" --model="$STATE/shrink.model" \
-  --checkpoint="$STATE/shrink.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/shrink.token")"
+  --checkpoint="$STATE/shrink.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/shrink-master-tls/token" \
+  --tls-dir="$STATE/shrink-master-tls")"
 mapfile -t master_args <<<"$args_text"
 LINEA_TERMINATION_LOG="$STATE/shrink.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/shrink-master.log" 2>&1 &
 MASTER_PID=$!
 # Each worker process plays one pod: its id starts with its hostname, as in a pod.
 declare -A SHRINK_PID
 for w in 0 1 2 3; do
-  args_text="$(local_args "shrink-worker-$w" --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/shrink.token")"
+  args_text="$(local_args "shrink-worker-$w" --master=127.0.0.1:7070 --listen=127.0.0.1:0 \
+    --secret-file="$STATE/shrink-client-tls/token" --tls-dir="$STATE/shrink-client-tls")"
   mapfile -t worker_args <<<"$args_text"
-  HOSTNAME="shrink-worker-$w" "$LINEA_BIN" "${worker_args[@]}" --threads 1 >"$STATE/shrink-worker-$w.log" 2>&1 &
+  HOSTNAME="shrink-worker-$w" "$LINEA_BIN" "${worker_args[@]}" --master-name shrink-master.ml.svc --threads 1 >"$STATE/shrink-worker-$w.log" 2>&1 &
   SHRINK_PID[$w]=$!
   ELASTIC_PIDS="$ELASTIC_PIDS $!"
 done
@@ -697,7 +764,7 @@ train_args="$(python3 -c 'import sys
 args, out, skip = sys.argv[2:], [], False
 for i, a in enumerate(args):
     if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint"): skip = True; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir"): skip = True; continue
     out.append(a)
 out[0] = "train"
 out[out.index("--model") + 1] = sys.argv[1]

@@ -161,8 +161,12 @@ pub struct TrainingJobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_policy: Option<PullPolicy>,
     /// Name of a Secret in the job's namespace whose key `token` authenticates workers to the
-    /// master. Unset: the operator creates one named `<name>-auth-<random suffix>` (owned by
-    /// the job; its name is in status.authSecretName). Immutable.
+    /// master. Every job connection is mutual TLS, so it must also hold the job's TLS files
+    /// `ca.crt`, `master.crt`, `master.key`, `client.crt` and `client.key`, made with `linea
+    /// certs --output DIR --master-name <name>-master.<namespace>.svc` (the master's
+    /// certificate must name its Service); without them the pods wait with a FailedMount
+    /// event. Unset: the operator creates one named `<name>-auth-<random suffix>` with all
+    /// six keys (owned by the job; its name is in status.authSecretName). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub job_secret_name: Option<String>,

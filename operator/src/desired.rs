@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 use linea_crds::{Algorithm, TrainingJob};
+use linea_proto::tls::{self as job_tls, JobCertificates};
 use std::collections::BTreeMap;
 
 pub const MASTER_PORT: i32 = 7070;
@@ -123,6 +124,36 @@ pub fn job_token(key: &[u8], uid: &str) -> String {
     let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(uid.as_bytes());
     mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The names the master's certificate carries: its Service, as workers reach it
+/// (`<job>-master.<ns>.svc`) and in every shorter and longer form.
+pub fn master_names(job: &TrainingJob) -> Vec<String> {
+    let (service, namespace) = (master_name(job), job.namespace().unwrap_or_default());
+    vec![
+        service.clone(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+/// The job's certificates (CA, master, member), derived from the operator's key and the
+/// job's UID like its token: the operator can compute them again to call the master with the
+/// member certificate, and never stores or reads the CA's key. Valid from an hour before the
+/// job was created (a fixed start for a job the API server has not stamped yet, so the same
+/// job always gives the same bytes).
+pub fn job_certificates(key: &[u8], job: &TrainingJob) -> Result<JobCertificates, linea_proto::ProtoError> {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(b"linea-tls-v1:");
+    mac.update(job.uid().unwrap_or_default().as_bytes());
+    let seed = mac.finalize().into_bytes();
+    // 2025-01-01 for a job without a creation time (never a stored one).
+    let created = job.metadata.creation_timestamp.as_ref().map_or(1_735_689_600, |t| t.0.as_second());
+    let not_before =
+        time::OffsetDateTime::from_unix_timestamp(created - 3600).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let name = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
+    JobCertificates::derive(&seed, &name, &master_names(job), not_before)
 }
 
 /// Size limit of the pods' scratch directory (`/tmp`, the only writable path): linea keeps
@@ -258,6 +289,20 @@ fn storage_env(job: &TrainingJob) -> Vec<EnvVar> {
     vars
 }
 
+/// The Secret's keys a pod of `role` mounts: the token, the job CA, and its own certificate
+/// and key — a worker never sees the master's key, the master never the members'.
+fn secret_items(role: Role) -> Vec<KeyToPath> {
+    let own = match role {
+        Role::Master => [job_tls::MASTER_CERT, job_tls::MASTER_KEY],
+        Role::Worker | Role::Prepare => [job_tls::CLIENT_CERT, job_tls::CLIENT_KEY],
+    };
+    [TOKEN_KEY, job_tls::CA_CERT]
+        .into_iter()
+        .chain(own)
+        .map(|key| KeyToPath { key: key.into(), path: key.into(), ..Default::default() })
+        .collect()
+}
+
 pub(crate) struct PodParts {
     pub name: String,
     pub role: Role,
@@ -372,11 +417,7 @@ pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) ->
                         secret_name: secret_name(job),
                         // Readable by the pod's user only.
                         default_mode: Some(0o400),
-                        items: Some(vec![KeyToPath {
-                            key: TOKEN_KEY.into(),
-                            path: TOKEN_KEY.into(),
-                            ..Default::default()
-                        }]),
+                        items: Some(secret_items(parts.role)),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -406,6 +447,8 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         format!("0.0.0.0:{MASTER_PORT}"),
         "--secret-file".into(),
         secret_file(),
+        "--tls-dir".into(),
+        SECRET_DIR.into(),
     ];
     let params: Vec<(&str, String)> = match &spec.algorithm {
         Algorithm::Scd(p) => vec![
@@ -497,6 +540,8 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         secret_file(),
         "--drain-timeout".into(),
         WORKER_DRAIN_TIMEOUT_SECONDS.to_string(),
+        "--tls-dir".into(),
+        SECRET_DIR.into(),
     ];
     if let Some(threads) = workers.threads {
         args.extend(["--threads".into(), threads.to_string()]);
@@ -607,14 +652,19 @@ pub fn job_secret(job: &TrainingJob, options: &BuildOptions) -> Option<Secret> {
     let mut metadata = meta(job, String::new(), None);
     metadata.name = None;
     metadata.generate_name = Some(secret_prefix(job));
-    operator_owns_secret(job).then(|| Secret {
-        metadata,
-        string_data: Some(BTreeMap::from([(
-            TOKEN_KEY.to_string(),
-            job_token(&options.operator_key, job.uid().as_deref().unwrap_or_default()),
-        )])),
-        ..Secret::default()
-    })
+    if !operator_owns_secret(job) {
+        return None;
+    }
+    let mut data = BTreeMap::from([(
+        TOKEN_KEY.to_string(),
+        job_token(&options.operator_key, job.uid().as_deref().unwrap_or_default()),
+    )]);
+    // Names from the job's own name, checked by the CRD: derivation cannot fail for a stored job.
+    match job_certificates(&options.operator_key, job) {
+        Ok(certs) => data.extend(certs.files().into_iter().map(|(k, v)| (k.to_string(), v.to_string()))),
+        Err(e) => tracing::error!(job = %job.name_any(), %e, "cannot make the job's certificates"),
+    }
+    Some(Secret { metadata, string_data: Some(data), ..Secret::default() })
 }
 
 #[cfg(test)]
@@ -703,6 +753,53 @@ pub mod tests {
         assert!(job_secret(&job(&format!("{SPEC}jobSecretName: mine\n")), &options()).is_none());
     }
 
+    #[test]
+    fn the_secret_holds_the_jobs_certificates_and_each_pod_mounts_only_its_own_key() {
+        use rustls::client::danger::ServerCertVerifier;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+        let mut job = job(SPEC);
+        let created = k8s_openapi::jiff::Timestamp::now();
+        job.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created));
+        let data = job_secret(&job, &options()).unwrap().string_data.unwrap();
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["ca.crt", "client.crt", "client.key", "master.crt", "master.key", "token"]);
+        assert!(!data.values().any(|v| v.contains("CA PRIVATE") || v.matches("PRIVATE KEY-----").count() > 2));
+        assert_eq!(job_secret(&job, &options()).unwrap().string_data.unwrap(), data, "the same job, the same bytes");
+        // The master's certificate verifies, under the job CA, for the Service's names only.
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(data["ca.crt"].as_bytes()).unwrap()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider).build().unwrap();
+        let verify = |cert: &str, name: &str| {
+            let cert = CertificateDer::from_pem_slice(data[cert].as_bytes()).unwrap();
+            let name = ServerName::try_from(name.to_string()).unwrap();
+            verifier.verify_server_cert(&cert, &[], &name, &[], UnixTime::now()).is_ok()
+        };
+        for name in ["ads-master", "ads-master.ml", "ads-master.ml.svc", "ads-master.ml.svc.cluster.local"] {
+            assert!(verify("master.crt", name), "{name}");
+        }
+        assert!(!verify("master.crt", "ads-master.other.svc") && !verify("master.crt", "linea-worker"));
+        assert!(verify("client.crt", "linea-worker") && !verify("client.crt", "ads-master.ml.svc"));
+        // Another job (another UID): another CA.
+        let mut other = job.clone();
+        other.metadata.uid = Some("another-uid".into());
+        assert_ne!(job_secret(&other, &options()).unwrap().string_data.unwrap()["ca.crt"], data["ca.crt"]);
+        // Pods: the CA and their own pair, never the other role's key; linea reads the folder.
+        let items = |pod: &Pod| -> Vec<String> {
+            let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
+            let secret = volumes.iter().find(|v| v.name == "job-secret").unwrap().secret.clone().unwrap();
+            secret.items.unwrap().into_iter().map(|i| i.key).collect()
+        };
+        assert_eq!(items(&master_pod(&job, &options())), ["token", "ca.crt", "master.crt", "master.key"]);
+        assert_eq!(items(&worker_pod(&job, 0, &options())), ["token", "ca.crt", "client.crt", "client.key"]);
+        for pod in [master_pod(&job, &options()), worker_pod(&job, 0, &options())] {
+            let args = args(&pod).join(" ");
+            assert!(args.contains("--tls-dir /var/run/linea/secret") && !args.contains("--insecure"), "{args}");
+        }
+    }
+
     fn mounted_secret(pod: &Pod) -> Option<String> {
         let volumes = pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
         volumes.iter().find(|v| v.name == "job-secret").unwrap().secret.as_ref().unwrap().secret_name.clone()
@@ -755,7 +852,7 @@ pub mod tests {
         assert_eq!(
             args,
             "master --data s3://data/g --model s3://models/x --checkpoint s3://models/x.checkpoint \
-             --listen 0.0.0.0:7070 --secret-file /var/run/linea/secret/token \
+             --listen 0.0.0.0:7070 --secret-file /var/run/linea/secret/token --tls-dir /var/run/linea/secret \
              --loss logistic --l2 1 --l1 0 --epochs 100 --tolerance 0.000000001"
         );
     }

@@ -183,8 +183,20 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
     let budget = budgets.get_opt(&desired::master_name(job)).await?;
     let master = master_address(job, &existing).filter(|_| ctx.poll_masters && desired::operator_owns_secret(job));
     let token = desired::job_token(&ctx.options.operator_key, job.uid().as_deref().unwrap_or_default());
+    let transport = match &master {
+        Some(_) => desired::job_certificates(&ctx.options.operator_key, job)
+            .and_then(|certs| certs.tls(linea_proto::tls::Role::Member))
+            .map(linea_proto::tls::Transport::Tls)
+            .inspect_err(|e| tracing::warn!(job = %job.name_any(), %e, "no certificate to call the master with"))
+            .ok(),
+        None => None,
+    };
+    let master_name = format!("{}.{}.svc", desired::master_name(job), namespace);
+    let master = master.filter(|_| transport.is_some());
+    let transport = transport.unwrap_or(linea_proto::tls::Transport::Plaintext);
+    let access = master::Access { token: &token, transport: &transport, master_name: &master_name };
     let progress = match &master {
-        Some(address) => master::progress(address, &token).await,
+        Some(address) => master::progress(address, &access).await,
         None => None,
     };
     ctx.nodes.record(job, &existing);
@@ -206,7 +218,7 @@ async fn apply(cached: &TrainingJob, ctx: &Context) -> Result<Action> {
                 let worker = format!("http://{ip}:{}", desired::WORKER_PORT);
                 // Logged before the call: e2e/operator.sh measures a notice's latency to here.
                 tracing::info!(job = %job.name_any(), pod = %name, "draining a worker through the master");
-                let found = master::drain(master, &token, &worker).await;
+                let found = master::drain(master, &access, &worker).await;
                 tracing::info!(job = %job.name_any(), pod = %name, found, "asked the master to drain a worker");
             }
             _ => tracing::warn!(job = %job.name_any(), pod = %name, "cannot reach the master to drain this worker"),

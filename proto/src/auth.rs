@@ -3,9 +3,10 @@
 //!
 //! It comes from `LINEA_JOB_SECRET` or a file (a mounted Kubernetes Secret; the operator
 //! derives it from its key and the job's uid), travels as `authorization: Bearer ...`, and
-//! is compared in constant time. It is never printed: `Debug` shows a fixed string. The
-//! channel itself is plain HTTP/2 inside the cluster network; docs/architecture.md says what
-//! that does and does not protect.
+//! is compared in constant time. It is never printed: `Debug` shows a fixed string. It is
+//! the authorization; the channel under it is TLS with the job's certificates
+//! ([`crate::tls`]), so the secret never crosses the network in the clear (docs/architecture.md,
+//! "Security").
 
 use crate::error::{ProtoError, Result};
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //!
 //! - [`v1`]: the messages and services generated from linea.proto (compiled here once);
 //! - [`auth`]: the per-job secret, its client interceptor and its constant-time server check;
+//! - [`tls`]: the per-job CA and certificates, and TLS with mutual authentication on every
+//!   connection (or plain text with an explicit `--insecure`);
 //! - [`client`]: typed clients that connect with the job's secret and bounded timeouts;
 //! - [`server`]: the authenticated Master and Peer services and the listener they serve on;
 //! - [`peer`]: the Peer service itself, a plain struct over [`peer::PeerBackend`], so a
@@ -18,6 +20,7 @@ pub mod client;
 pub mod error;
 pub mod peer;
 pub mod server;
+pub mod tls;
 
 pub use error::{ProtoError, Result};
 

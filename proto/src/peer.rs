@@ -67,7 +67,8 @@ impl<B: PeerBackend> Peer for PeerService<B> {
 mod tests {
     use super::*;
     use crate::auth::JobSecret;
-    use crate::client::{self, Timeouts};
+    use crate::client::{self, Expect, Timeouts};
+    use crate::tls::{JobCertificates, Role, Tls, Transport, WORKER_NAME, refusal};
 
     /// One partial of phase 7 over units 2 and 5, one unit (3 at version 4), one cell (1/2).
     struct Fixed;
@@ -87,18 +88,31 @@ mod tests {
         }
     }
 
+    /// Serves the Peer service over `Fixed` on loopback with `transport`; returns its address.
+    async fn serve(secret: &JobSecret, transport: &Transport) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = format!("http://{}", listener.local_addr().unwrap());
+        let service = crate::server::peer(Arc::new(Fixed), secret);
+        let server = crate::server::builder(transport).unwrap().add_service(service);
+        tokio::spawn(server.serve_with_incoming(crate::server::incoming(listener)));
+        address
+    }
+
+    fn job(name: &str) -> JobCertificates {
+        JobCertificates::generate(name, &["127.0.0.1".into()]).unwrap()
+    }
+
+    fn member(certs: &JobCertificates) -> Transport {
+        Transport::Tls(certs.tls(Role::Member).unwrap())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn the_peer_service_serves_its_backend_to_holders_of_the_secret() {
         let secret = JobSecret::generate();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = format!("http://{}", listener.local_addr().unwrap());
-        let service = crate::server::peer(Arc::new(Fixed), &secret);
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(service)
-                .serve_with_incoming(crate::server::incoming(listener)),
-        );
-        let channel = client::channel(&address, Timeouts::COMMAND).await.unwrap();
+        let certs = job("peer");
+        let address = serve(&secret, &member(&certs)).await;
+        let channel = client::channel(&address, Timeouts::COMMAND, &member(&certs), Expect::Name(WORKER_NAME)).await;
+        let channel = channel.unwrap();
         let mut peer = client::peer(channel.clone(), &secret);
 
         let request =
@@ -115,19 +129,59 @@ mod tests {
         let cell = peer.fetch_cell(v1::FetchCellRequest { block: 1, shard: 2 }).await.unwrap().into_inner();
         assert_eq!(cell.compressed, b"cell".to_vec());
 
+        // The job's certificate but not its secret: TLS lets it in, the secret does not.
         let mut intruder = client::peer(channel, &JobSecret::generate());
         let refused = intruder.fetch_cell(v1::FetchCellRequest { block: 1, shard: 2 }).await.unwrap_err();
         assert_eq!(refused.code(), tonic::Code::Unauthenticated);
     }
 
+    /// One call with the job's secret over `transport`: the error and whether [`refusal`]
+    /// calls it a refusal, or None if it worked.
+    async fn call(address: &str, secret: &JobSecret, transport: &Transport) -> Option<(String, bool)> {
+        let channel = match client::channel(address, Timeouts::COMMAND, transport, Expect::Name(WORKER_NAME)).await {
+            Ok(channel) => channel,
+            Err(crate::ProtoError::Unreachable { source, .. }) => {
+                return Some((crate::error::chain(&source), refusal(&source).is_some()));
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let mut peer = client::peer(channel, secret);
+        let status = peer.fetch_cell(v1::FetchCellRequest { block: 1, shard: 2 }).await.err()?;
+        Some((crate::error::chain(&status), refusal(&status).is_some()))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn only_holders_of_the_jobs_certificate_get_through() {
+        let secret = JobSecret::generate();
+        let certs = job("job");
+        let address = serve(&secret, &member(&certs)).await;
+        assert_eq!(call(&address, &secret, &member(&certs)).await, None, "the job's own certificate");
+        // The right CA but no certificate of one's own: the server wants one.
+        let anonymous = Transport::Tls(Tls::without_identity(&certs.ca_cert));
+        let (refused, permanent) = call(&address, &secret, &anonymous).await.expect("no client certificate");
+        assert!(refused.contains("CertificateRequired") && permanent, "{refused}");
+        // Another job's certificates: the client does not trust the server's CA (nor it the client's).
+        let (refused, permanent) = call(&address, &secret, &member(&job("other"))).await.expect("another CA");
+        assert!(refused.contains("invalid peer certificate: UnknownIssuer") && permanent, "{refused}");
+        // Plain text to a TLS server: the server hangs up.
+        let (refused, _) = call(&address, &secret, &Transport::Plaintext).await.expect("plain text");
+        assert!(refused.contains("transport error"), "{refused}");
+        // And TLS to a plain-text server fails too: no downgrade either way.
+        let plain = serve(&secret, &Transport::Plaintext).await;
+        assert_eq!(call(&plain, &secret, &Transport::Plaintext).await, None);
+        assert!(call(&plain, &secret, &member(&certs)).await.is_some(), "TLS to a plain-text server");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_bad_address_is_a_usage_error_and_an_absent_master_is_unavailable() {
         let secret = JobSecret::generate();
-        let bad = client::connect_master("not an address", &secret, Timeouts::COMMAND).await.unwrap_err();
-        assert_eq!(bad.category(), crate::error::Category::Usage);
+        let transport = member(&job("j"));
+        let bad = client::connect_master("not an address", &secret, &transport, Expect::Host, Timeouts::COMMAND).await;
+        assert_eq!(bad.unwrap_err().category(), crate::error::Category::Usage);
         // A port nothing listens on: bind one, then close it.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let away = client::connect_master(&format!("http://127.0.0.1:{port}"), &secret, Timeouts::COMMAND).await;
+        let address = format!("http://127.0.0.1:{port}");
+        let away = client::connect_master(&address, &secret, &transport, Expect::Host, Timeouts::COMMAND).await;
         let away = away.unwrap_err();
         assert_eq!(away.category(), crate::error::Category::Unavailable);
         assert!(away.to_string().contains("unreachable"), "{away}");

@@ -1,9 +1,11 @@
-//! The server side: the Master and Peer services behind the job's secret, and the listener
-//! they are served on.
+//! The server side: the Master and Peer services behind the job's secret, the server that
+//! speaks the job's [`Transport`], and the listener they are served on.
 
 use crate::MAX_MESSAGE_BYTES;
 use crate::auth::{Check, JobSecret};
+use crate::error::{ProtoError, Result};
 use crate::peer::{PeerBackend, PeerService};
+use crate::tls::Transport;
 use crate::v1::{master_server, peer_server};
 use std::sync::Arc;
 use tonic::service::interceptor::InterceptedService;
@@ -28,6 +30,22 @@ pub fn peer<B: PeerBackend>(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     InterceptedService::new(server, secret.check())
+}
+
+/// A server speaking `transport`: with TLS it accepts only clients that show a certificate of
+/// the job CA (a connection without one, with another CA's, or in plain text fails in the
+/// handshake, before any call reaches a service).
+pub fn builder(transport: &Transport) -> Result<tonic::transport::Server> {
+    let builder = tonic::transport::Server::builder();
+    match transport {
+        Transport::Tls(tls) => {
+            crate::tls::install_crypto_provider();
+            builder
+                .tls_config(tls.server_config())
+                .map_err(|e| ProtoError::Certificate(format!("the server's TLS settings: {}", crate::error::chain(&e))))
+        }
+        Transport::Plaintext => Ok(builder),
+    }
 }
 
 /// Accepted connections with Nagle's algorithm off: the runtime's messages are small and

@@ -11,6 +11,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use linea_engine::Loss;
 use linea_engine::cocoa::{Clock, ElasticConfig};
 use linea_engine::hybrid::Mixing;
+use linea_proto::tls::{JobCertificates, PrivateDir, Role, Transport};
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -247,6 +248,43 @@ fn all_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(256)
 }
 
+/// How a process of a distributed job reaches the others: shared by `master`, `worker`,
+/// `status` and `drain`.
+#[derive(clap::Args)]
+struct TlsArgs {
+    /// Folder of the job's certificates (ca.crt, and master.crt/master.key for the master,
+    /// client.crt/client.key for workers and clients): its mounted Secret, `linea certs`'s
+    /// output, or the folder a master without one printed. Default: $LINEA_TLS_DIR.
+    #[arg(long)]
+    tls_dir: Option<String>,
+    /// Plain text instead of TLS, for local debugging only: anyone on the network can read
+    /// the traffic and the job secret in it. The operator never runs jobs this way.
+    #[arg(long)]
+    insecure: bool,
+}
+
+impl TlsArgs {
+    fn transport(&self, role: Role) -> Result<Transport> {
+        Ok(Transport::require(self.tls_dir.as_deref(), self.insecure, role)?)
+    }
+}
+
+/// Names a master without `--tls-dir` is reached by: this machine's and the listen address.
+fn local_master_names(listen: &str) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if let Ok(host) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        names.push(host.trim().to_string());
+    }
+    if let Some((host, _)) = listen.rsplit_once(':')
+        && !["", "0.0.0.0", "[::]"].contains(&host)
+    {
+        names.push(host.trim_matches(['[', ']']).to_string());
+    }
+    names.retain(|n| !n.is_empty());
+    names.dedup();
+    names
+}
+
 /// `host:port` or a URL, as a URL.
 fn master_url(master: &str) -> String {
     if master.contains("://") { master.to_string() } else { format!("http://{master}") }
@@ -312,6 +350,21 @@ enum Command {
         /// File holding the job secret (a mounted Secret); default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
+        /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
+        /// the private folder its workers and clients pass as --tls-dir.
+        #[command(flatten)]
+        tls: TlsArgs,
+    },
+    /// Create a job's certificates for TLS: a CA (whose key is not kept), the master's
+    /// certificate for --master-name, and the member certificate of workers and clients.
+    Certs {
+        /// Folder to write ca.crt, master.crt, master.key, client.crt, client.key into
+        /// (created, readable by this user only).
+        #[arg(long)]
+        output: String,
+        /// A DNS name or IP address the master is reached by (repeatable).
+        #[arg(long = "master-name", required = true)]
+        master_names: Vec<String>,
     },
     /// A worker of a distributed job: runs work items for the master until released.
     Worker {
@@ -336,18 +389,32 @@ enum Command {
         /// Longest wait, in seconds, for the master to release a draining worker.
         #[arg(long, default_value_t = 25)]
         drain_timeout: u64,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Print a distributed job's status (JSON) from its master.
     Status {
         /// The master's address (host:port or http://host:port).
         #[arg(long)]
         master: String,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Ask the master to drain one worker (by id or address): it hands its shards over and exits 0.
     Drain {
@@ -357,9 +424,16 @@ enum Command {
         /// The worker's id or address, as `linea status` lists it.
         #[arg(long)]
         worker: String,
+        /// Name the master's certificate carries, when --master is not one of them (an IP, or
+        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+        #[arg(long)]
+        master_name: Option<String>,
         /// File holding the job secret; default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Print objective, AUC, log loss, accuracy (logistic) or RMSE (squared) of a model.
     Eval {
@@ -439,13 +513,28 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file } => {
+        Command::Master { args, listen, checkpoint, secret_file, tls } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
-            let options = master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret };
+            // Kept until the master exits: its workers read their certificate from it.
+            let mut own_folder = None;
+            let transport = match Transport::load(tls.tls_dir.as_deref(), tls.insecure, Role::Master)? {
+                Some(transport) => transport,
+                None => {
+                    let certificates = JobCertificates::generate("local", &local_master_names(&listen))?;
+                    let folder = PrivateDir::new()?;
+                    certificates.write(folder.path())?;
+                    // Even with --quiet: without it nobody can join this master.
+                    eprintln!("TLS with a per-run CA: workers and clients pass --tls-dir {}", folder.path().display());
+                    own_folder = Some(folder);
+                    Transport::Tls(certificates.tls(Role::Master)?)
+                }
+            };
+            let options = master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret, transport };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
             })?;
             report_trained(&options.train, &summary);
+            drop(own_folder);
             // The operator's final status: the epoch count, objective and (CoCoA) relative
             // duality gap in the header of the model just written (none if it cannot be read
             // back; the run still succeeded).
@@ -459,7 +548,32 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 summary.to_string()
             }));
         }
-        Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout, secret_file } => {
+        Command::Certs { output, master_names } => {
+            use std::os::unix::fs::DirBuilderExt;
+            let folder = std::path::Path::new(&output);
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(folder)
+                .map_err(LineaError::io(folder.to_path_buf()))?;
+            JobCertificates::generate(&output, &master_names)?.write(folder)?;
+            progress.always(&format!(
+                "wrote the job's certificates to {output} (master names: {})",
+                master_names.join(", ")
+            ));
+        }
+        Command::Worker {
+            master,
+            listen,
+            advertise,
+            threads,
+            cache_mb,
+            reconnect_for,
+            drain_timeout,
+            master_name,
+            secret_file,
+            tls,
+        } => {
             // What `kubectl logs` of a worker pod shows: whom it serves, and how it ended.
             progress.always(&format!("worker of master {master}, listening on {listen}"));
             worker::run(worker::WorkerOptions {
@@ -471,15 +585,26 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 reconnect_for: Duration::from_secs(reconnect_for),
                 drain_timeout: Duration::from_secs(drain_timeout),
                 secret: JobSecret::load(secret_file.as_deref())?,
+                transport: tls.transport(Role::Member)?,
+                master_name,
             })?;
             progress.always("worker done: released by the master");
         }
-        Command::Status { master, secret_file } => {
-            let status = client::status(&master_url(&master), &JobSecret::load(secret_file.as_deref())?)?;
+        Command::Status { master, master_name, secret_file, tls } => {
+            let secret = JobSecret::load(secret_file.as_deref())?;
+            let status =
+                client::status(&master_url(&master), master_name.as_deref(), &secret, &tls.transport(Role::Member)?)?;
             println!("{}", serde_json::to_string_pretty(&client::status_json(&status)).expect("serializes"));
         }
-        Command::Drain { master, worker, secret_file } => {
-            let found = client::drain(&master_url(&master), &JobSecret::load(secret_file.as_deref())?, &worker)?;
+        Command::Drain { master, worker, master_name, secret_file, tls } => {
+            let secret = JobSecret::load(secret_file.as_deref())?;
+            let found = client::drain(
+                &master_url(&master),
+                master_name.as_deref(),
+                &secret,
+                &tls.transport(Role::Member)?,
+                &worker,
+            )?;
             if !found {
                 return Err(LineaError::Usage(format!("the master knows no worker {worker:?}")));
             }

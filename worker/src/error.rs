@@ -69,13 +69,20 @@ impl From<linea_proto::ProtoError> for LineaError {
     fn from(e: linea_proto::ProtoError) -> Self {
         use linea_proto::ProtoError;
         match e {
-            ProtoError::SecretFile { path, source } => LineaError::Io { path, source },
-            ProtoError::Unreachable { address, source } => {
-                LineaError::Remote { peer: address, message: format!("unreachable ({source})") }
+            ProtoError::SecretFile { path, source } | ProtoError::TlsRead { path, source } => {
+                LineaError::Io { path, source }
             }
-            e @ (ProtoError::InvalidSecret(_) | ProtoError::NoSecret | ProtoError::InvalidAddress { .. }) => {
-                LineaError::Usage(e.to_string())
-            }
+            ProtoError::Unreachable { address, source } => LineaError::Remote {
+                peer: address,
+                message: format!("unreachable ({})", linea_proto::error::chain(&source)),
+            },
+            e @ (ProtoError::InvalidSecret(_)
+            | ProtoError::NoSecret
+            | ProtoError::InvalidAddress { .. }
+            | ProtoError::TlsFile { .. }
+            | ProtoError::NoTls
+            | ProtoError::TlsConflict
+            | ProtoError::Certificate(_)) => LineaError::Usage(e.to_string()),
         }
     }
 }

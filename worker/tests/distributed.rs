@@ -73,7 +73,10 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
 
     // Drain through the master's API.
     let drained = s.workers[0].worker_id.clone();
-    assert!(client::drain(&cluster.master_url, &cluster.secret, &drained).unwrap(), "the master knows {drained}");
+    assert!(
+        client::drain(&cluster.master_url, None, &cluster.secret, &transport(), &drained).unwrap(),
+        "the master knows {drained}"
+    );
     let s = cluster.wait_for("progress after a drain", |t| {
         t.workers_active == 2 && t.workers.iter().all(|w| w.worker_id != drained) && t.iteration >= s.iteration + 300
     });
@@ -133,11 +136,69 @@ fn a_worker_without_the_job_secret_is_refused() {
     assert!(stderr.contains("refused: wrong or missing job secret"), "{stderr}");
     assert!(!stderr.contains(intruder) && !stderr.contains(SECRET), "no secret in messages: {stderr}");
     let wrong = JobSecret::new(intruder).unwrap();
-    let refused = client::status(&cluster.master_url, &wrong).unwrap_err().to_string();
+    let refused = client::status(&cluster.master_url, None, &wrong, &transport()).unwrap_err().to_string();
     assert!(refused.contains("refused"), "{refused}");
     assert_eq!(cluster.status().unwrap().workers_active, 0, "the intruder never joined");
 
     // With the secret, a worker joins and the job completes.
+    let mut worker = cluster.worker();
+    assert!(master.wait().unwrap().success());
+    assert!(worker.wait().unwrap().success());
+    assert!(Path::new(&model).exists());
+}
+
+/// Mutual TLS on real processes: a worker with another job's certificates, a worker and a
+/// client in plain text, and a worker with no certificates at all are refused (the first
+/// at once, not after --reconnect-for); the job's own worker then joins and the job ends.
+#[test]
+fn a_worker_or_client_without_the_jobs_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let model = path(dir.path(), "model");
+    let mut master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cluster =
+        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    cluster.wait_for("the master to listen", |s| s.phase == "training");
+
+    // Another job's certificates (same secret): the handshake fails both ways.
+    let other = path(dir.path(), "other-job-certs");
+    ok(&["certs", "--output", &other, "--master-name", "127.0.0.1"]);
+    let started = std::time::Instant::now();
+    let out = linea(&["worker", "--master", &listen, "--tls-dir", &other]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("TLS: its certificate is not the job's (UnknownIssuer)"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "refused at once, not retried for 600 s");
+    let out = linea(&["status", "--master", &listen, "--tls-dir", &other]).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("UnknownIssuer"));
+
+    // Plain text to a TLS master: a worker gives up, a client fails.
+    let out = linea(&["worker", "--master", &listen, "--insecure", "--reconnect-for", "2"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = linea(&["status", "--master", &listen, "--insecure"]).output().unwrap();
+    assert!(!out.status.success(), "plain-text status: {}", String::from_utf8_lossy(&out.stdout));
+
+    // No certificates and no --insecure: a usage error before any connection.
+    let out = linea(&["worker", "--master", &listen]).env_remove("LINEA_TLS_DIR").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no TLS certificates: pass --tls-dir"), "{stderr}");
+    assert_eq!(cluster.status().unwrap().workers_active, 0, "none of them joined");
+
+    // The master's certificate must carry the name asked for: the host of --master, or
+    // --master-name (a master reached at an IP or a forwarded port, by its Service name).
+    let out = linea(&["status", "--master", &listen, "--master-name", "ads-master.ml.svc"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("not valid for name \"ads-master.ml.svc\""), "{stderr}");
+    let out = linea(&["status", "--master", &listen, "--master-name", "localhost"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The job's certificate: it joins and the job completes.
     let mut worker = cluster.worker();
     assert!(master.wait().unwrap().success());
     assert!(worker.wait().unwrap().success());

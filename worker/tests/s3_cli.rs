@@ -279,7 +279,14 @@ fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_b
     let listen =
         format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
     let master_url = format!("http://{listen}");
-    let env = [(SECRET_ENV, secret), ("LINEA_S3_ATTEMPTS", "3")];
+    // The job's certificates, as every distributed job has.
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    linea_proto::tls::JobCertificates::generate("s3", &["127.0.0.1".into()]).unwrap().write(&certs).unwrap();
+    let tls_dir = certs.to_string_lossy().into_owned();
+    let transport =
+        linea_proto::tls::Transport::require(Some(&tls_dir), false, linea_proto::tls::Role::Member).unwrap();
+    let env = [(SECRET_ENV, secret), ("LINEA_S3_ATTEMPTS", "3"), (linea_proto::tls::TLS_DIR_ENV, tls_dir.as_str())];
     let spawn = |args: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
         command.args(args).envs([
@@ -301,7 +308,7 @@ fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_b
     let workers = [spawn(&worker_args), spawn(&worker_args)];
     let secret = JobSecret::new(secret).unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
-    while client::status(&master_url, &secret).map_or(true, |s| s.epoch < 5) {
+    while client::status(&master_url, None, &secret, &transport).map_or(true, |s| s.epoch < 5) {
         assert!(Instant::now() < deadline, "the run never reached epoch 5");
         std::thread::sleep(Duration::from_millis(20)); // poll interval
     }

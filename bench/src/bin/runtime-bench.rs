@@ -36,8 +36,9 @@ use linea_engine::algorithm::{PhaseRequest, Reduction, Runner};
 use linea_engine::fixed::ExactSums;
 use linea_engine::scd::kernel::{ScdKernel, ScdParameters, ScdPhase};
 use linea_proto::auth::JobSecret;
-use linea_proto::client::{PeerClient, Timeouts};
+use linea_proto::client::{Expect, PeerClient, Timeouts};
 use linea_proto::peer::PeerBackend;
+use linea_proto::tls::{JobCertificates, Role, Transport, WORKER_NAME};
 use linea_proto::v1::{self as proto, master_message, work_item, worker_message};
 use linea_worker::runtime::master::{Job, RemoteRunner, Server};
 use prost::Message;
@@ -99,6 +100,33 @@ impl Traffic {
     }
 }
 
+/// The run's certificates: the master's and the simulated workers' transports, TLS unless
+/// `--insecure` (what TLS costs is the difference).
+#[derive(Clone)]
+struct Transports {
+    master: Transport,
+    member: Transport,
+}
+
+impl Transports {
+    fn new(insecure: bool) -> Self {
+        if insecure {
+            return Self { master: Transport::Plaintext, member: Transport::Plaintext };
+        }
+        let certs = JobCertificates::generate("bench", &["127.0.0.1".into()]).expect("certificates");
+        Self {
+            master: Transport::Tls(certs.tls(Role::Master).expect("master certificate")),
+            member: Transport::Tls(certs.tls(Role::Member).expect("member certificate")),
+        }
+    }
+}
+
+static TRANSPORTS: std::sync::OnceLock<Transports> = std::sync::OnceLock::new();
+
+fn transports() -> &'static Transports {
+    TRANSPORTS.get().expect("set in main")
+}
+
 struct SimWorker {
     address: String,
     secret: JobSecret,
@@ -116,7 +144,13 @@ impl SimWorker {
             match channels.get(address) {
                 Some(c) => c.clone(),
                 None => {
-                    let c = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME).map_err(|e| e.to_string())?;
+                    let c = linea_proto::client::lazy_channel(
+                        address,
+                        Timeouts::RUNTIME,
+                        &transports().member,
+                        Expect::Name(WORKER_NAME),
+                    )
+                    .map_err(|e| e.to_string())?;
                     channels.insert(address.to_string(), c.clone());
                     c
                 }
@@ -212,7 +246,8 @@ async fn simulated_worker(
     });
     let peer = linea_proto::server::peer(sim.clone(), &secret);
     let (stop_peer, peer_stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(tonic::transport::Server::builder().add_service(peer).serve_with_incoming_shutdown(
+    let mut builder = linea_proto::server::builder(&transports().member).map_err(|e| e.to_string())?;
+    tokio::spawn(builder.add_service(peer).serve_with_incoming_shutdown(
         linea_proto::server::incoming(listener),
         async {
             let _ = peer_stopped.await;
@@ -220,7 +255,9 @@ async fn simulated_worker(
     ));
 
     let mut client =
-        linea_proto::client::connect_master(&master, &secret, Timeouts::RUNTIME).await.map_err(|e| e.to_string())?;
+        linea_proto::client::connect_master(&master, &secret, &transports().member, Expect::Host, Timeouts::RUNTIME)
+            .await
+            .map_err(|e| e.to_string())?;
     let (outbound, messages) = unbounded_channel::<proto::WorkerMessage>();
     let send = |out: &UnboundedSender<proto::WorkerMessage>, body: worker_message::Body| {
         let message = proto::WorkerMessage { body: Some(body) };
@@ -347,7 +384,8 @@ fn session<R>(
         max_epochs: 1,
         progress: Default::default(),
     };
-    let server = Server::start("127.0.0.1:0", &secret, job, kernel, mirror, 0).expect("master starts");
+    let server =
+        Server::start("127.0.0.1:0", &secret, &transports().master, job, kernel, mirror, 0).expect("master starts");
     let master = format!("http://{}", server.address);
     let joined = Arc::new(AtomicUsize::new(0));
     let traffic: Vec<Arc<Traffic>> = (0..workers).map(|_| Arc::new(Traffic::default())).collect();
@@ -537,6 +575,7 @@ fn main() {
     let mut workers = vec![1, 2, 4, 8, 16, 32, 64];
     let mut threads = vec![1usize, 8];
     let mut quick = false;
+    let mut insecure = false;
     let mut only: Vec<String> = ["throughput", "barrier", "aggregation", "balance"].map(String::from).to_vec();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -544,10 +583,11 @@ fn main() {
             "--workers" => workers = list(&args.next().expect("--workers LIST")),
             "--threads" => threads = list(&args.next().expect("--threads LIST")),
             "--quick" => quick = true,
+            "--insecure" => insecure = true,
             "--only" => only = args.next().expect("--only LIST").split(',').map(String::from).collect(),
             _ => {
                 eprintln!(
-                    "usage: runtime-bench [--workers 1,2,4,8,16,32,64] [--threads 1,8] [--quick] \
+                    "usage: runtime-bench [--workers 1,2,4,8,16,32,64] [--threads 1,8] [--quick] [--insecure] \
                      [--only throughput,barrier,aggregation,balance]"
                 );
                 std::process::exit(2);
@@ -555,6 +595,8 @@ fn main() {
         }
     }
     let scale = if quick { 0.2 } else { 1.0 };
+    TRANSPORTS.set(Transports::new(insecure)).ok().expect("set once");
+    println!("transport: {}", if insecure { "plain text (--insecure)" } else { "TLS, mutual authentication" });
     let started = Instant::now();
     let sims = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -3,10 +3,17 @@
 use super::auth::JobSecret;
 use super::proto;
 use crate::error::{LineaError, Result};
-use linea_proto::client::{MasterClient, Timeouts};
+use linea_proto::client::{Expect, MasterClient, Timeouts};
+use linea_proto::tls::Transport;
 
-async fn connect(master: &str, secret: &JobSecret) -> Result<MasterClient> {
-    Ok(linea_proto::client::connect_master(master, secret, Timeouts::COMMAND).await?)
+/// Whom to expect at `master`: the name given (`--master-name`, for an IP or a forwarded
+/// port), else the address's host.
+pub fn expect_master(name: Option<&str>) -> Expect<'_> {
+    name.map_or(Expect::Host, Expect::Name)
+}
+
+async fn connect(master: &str, name: Option<&str>, secret: &JobSecret, transport: &Transport) -> Result<MasterClient> {
+    Ok(linea_proto::client::connect_master(master, secret, transport, expect_master(name), Timeouts::COMMAND).await?)
 }
 
 fn block_on<T>(work: impl Future<Output = Result<T>>) -> Result<T> {
@@ -17,17 +24,28 @@ fn block_on<T>(work: impl Future<Output = Result<T>>) -> Result<T> {
         .block_on(work)
 }
 
-pub fn status(master: &str, secret: &JobSecret) -> Result<proto::StatusReply> {
+pub fn status(
+    master: &str,
+    name: Option<&str>,
+    secret: &JobSecret,
+    transport: &Transport,
+) -> Result<proto::StatusReply> {
     block_on(async {
-        let mut client = connect(master, secret).await?;
+        let mut client = connect(master, name, secret, transport).await?;
         let reply = client.status(proto::StatusRequest {}).await.map_err(|s| super::rpc_error(master, &s))?;
         Ok(reply.into_inner())
     })
 }
 
-pub fn drain(master: &str, secret: &JobSecret, worker: &str) -> Result<bool> {
+pub fn drain(
+    master: &str,
+    name: Option<&str>,
+    secret: &JobSecret,
+    transport: &Transport,
+    worker: &str,
+) -> Result<bool> {
     block_on(async {
-        let mut client = connect(master, secret).await?;
+        let mut client = connect(master, name, secret, transport).await?;
         let request = proto::DrainRequest { worker: worker.to_string() };
         let reply = client.drain(request).await.map_err(|s| super::rpc_error(master, &s))?;
         Ok(reply.into_inner().found)

@@ -1,6 +1,8 @@
 //! `linea train --workers N`: the distributed runtime on one machine. The master runs in
 //! this process; N `linea worker` processes connect to it over loopback with a fresh
-//! job secret. It is the same code path as a cluster run, so it gives the same model.
+//! job secret, over TLS with a per-run CA whose member certificate waits for them in a
+//! private folder (removed at the end). It is the same code path as a cluster run, so it
+//! gives the same model.
 
 use super::auth::{JobSecret, SECRET_ENV};
 use super::master::{self, MasterOptions};
@@ -8,12 +10,16 @@ use crate::driver::TrainSummary;
 use crate::error::{LineaError, Result};
 use crate::progress::Progress;
 use crate::train::TrainOptions;
+use linea_proto::tls::{JobCertificates, PrivateDir, Role, TLS_DIR_ENV, Transport};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary> {
     let secret = JobSecret::generate();
+    let certificates = JobCertificates::generate("local", &["127.0.0.1".into(), "localhost".into()])?;
+    let folder = PrivateDir::new()?;
+    certificates.write(folder.path())?;
     let exe = std::env::current_exe().map_err(LineaError::io("the linea executable"))?;
     let threads = (options.threads / options.workers).max(1);
     let children: Arc<Mutex<Vec<Child>>> = Arc::default();
@@ -22,6 +28,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         listen: "127.0.0.1:0".into(),
         checkpoint: None,
         secret: secret.clone(),
+        transport: Transport::Tls(certificates.tls(Role::Master)?),
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {
@@ -37,6 +44,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
                 ])
                 .args(["--reconnect-for", "10"])
                 .env(SECRET_ENV, secret.expose())
+                .env(TLS_DIR_ENV, folder.path())
                 .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

@@ -21,6 +21,7 @@ use linea_engine::Loss;
 use linea_engine::algorithm::{
     Algorithm, Kernel, PhaseOutput, PhaseRequest, Progress as AlgorithmProgress, Reduction, Runner, encode,
 };
+use linea_proto::tls::Transport;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -33,6 +34,8 @@ pub struct MasterOptions {
     /// Where to checkpoint; `None`: no checkpoints (a restart starts over).
     pub checkpoint: Option<String>,
     pub secret: JobSecret,
+    /// TLS with the master's certificate, or plain text (`--insecure`).
+    pub transport: Transport,
 }
 
 /// The kernel, its mirror, and the unit-state version they match.
@@ -144,6 +147,7 @@ impl<K: Kernel> Server<K> {
     pub fn start(
         listen: &str,
         secret: &JobSecret,
+        transport: &Transport,
         job: Job,
         kernel: K,
         mirror: K::Mirror,
@@ -180,8 +184,9 @@ impl<K: Kernel> Server<K> {
         tracing::info!(%address, "master listening");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let service = linea_proto::server::master(Service { hub: hub.clone() }, secret);
+        let builder = linea_proto::server::builder(transport)?;
         let task = runtime.spawn(
-            tonic::transport::Server::builder()
+            builder
                 .http2_keepalive_interval(Some(Duration::from_secs(10)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(20)))
                 .add_service(service)
@@ -302,6 +307,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let server = Server::start(
             &options.listen,
             &options.secret,
+            &options.transport,
             job,
             algorithm.kernel().clone(),
             algorithm.mirror(),

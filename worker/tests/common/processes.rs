@@ -1,11 +1,13 @@
 //! Helpers for tests that run the `linea` binary as real processes: the command with the
-//! test job secret, a master's status polled until a condition holds, worker processes.
+//! test job secret and the test job's certificates (TLS, as every job), a master's status
+//! polled until a condition holds, worker processes.
 
 use super::data;
+use linea_proto::tls::{JobCertificates, Role, TLS_DIR_ENV, Transport};
 use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
 use linea_worker::runtime::proto::StatusReply;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,8 +15,24 @@ pub const SECRET: &str = "test-secret-0123456789abcdef";
 
 pub fn linea(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
-    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET);
+    command.args(args).arg("--quiet").env(SECRET_ENV, SECRET).env(TLS_DIR_ENV, tls_dir());
     command
+}
+
+/// The test job's certificates (master name 127.0.0.1), made once per test binary.
+pub fn tls_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        let names = ["127.0.0.1".to_string(), "localhost".to_string()];
+        JobCertificates::generate("test", &names).unwrap().write(&dir).unwrap();
+        dir
+    })
+}
+
+/// What a client of the test job (`linea status`) uses.
+pub fn transport() -> Transport {
+    Transport::require(Some(&tls_dir().to_string_lossy()), false, Role::Member).unwrap()
 }
 
 pub fn ok(args: &[&str]) {
@@ -39,7 +57,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn status(&self) -> Option<StatusReply> {
-        client::status(&self.master_url, &self.secret).ok()
+        client::status(&self.master_url, None, &self.secret, &transport()).ok()
     }
 
     /// Polls the master's status until `done` holds.
@@ -100,7 +118,7 @@ pub fn first_exit(children: &mut [Child]) -> usize {
 pub fn start_master(dir: &Path, log: &str, args: &[&str]) -> Child {
     let log = std::fs::File::create(path(dir, log)).unwrap();
     let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-    master.args(args).env(SECRET_ENV, SECRET);
+    master.args(args).env(SECRET_ENV, SECRET).env(TLS_DIR_ENV, tls_dir());
     master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
 }
 

@@ -21,12 +21,14 @@ pub mod validate;
 
 use crate::error::{LineaError, Result};
 use crate::runtime::auth::JobSecret;
+use crate::runtime::client::expect_master;
 use crate::runtime::proto::{self, work_item};
 use aggregate::Partial;
 use grid::Grid;
 use kernels::{AnyPhase, AnyState, DynKernel};
 use linea_engine::algorithm::{Contribution, Reduction};
-use linea_proto::client::{MasterClient, PeerClient, Timeouts};
+use linea_proto::client::{Expect, MasterClient, PeerClient, Timeouts};
+use linea_proto::tls::{Transport, WORKER_NAME};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,12 @@ pub struct WorkerOptions {
     /// The longest a draining worker waits to be released.
     pub drain_timeout: Duration,
     pub secret: JobSecret,
+    /// TLS with the member certificate (to the master, to peers and as a peer server), or
+    /// plain text (`--insecure`).
+    pub transport: Transport,
+    /// The name the master's certificate must carry when `master` is not one of its names
+    /// (an IP, a forwarded port); `None`: the host of `master`.
+    pub master_name: Option<String>,
 }
 
 /// Bytes this worker moved for aggregation (benchmarks read them).
@@ -128,24 +136,29 @@ impl From<LineaError> for ItemError {
 }
 
 impl WorkerCore {
-    fn channel(&self, address: &str) -> Result<Channel> {
+    /// A channel to `address`, expecting `expect` there (the master's own name; for a peer,
+    /// the name every worker's certificate carries).
+    fn channel(&self, address: &str, expect: Expect) -> Result<Channel> {
         // A lazy channel spawns its connection task on the runtime; items run on rayon threads.
         let _runtime = self.runtime.enter();
         let mut channels = self.channels.lock().expect("channels lock");
         if let Some(c) = channels.get(address) {
             return Ok(c.clone());
         }
-        let channel = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME)?;
+        let channel = linea_proto::client::lazy_channel(address, Timeouts::RUNTIME, &self.options.transport, expect)?;
         channels.insert(address.to_string(), channel.clone());
         Ok(channel)
     }
 
     fn master(&self) -> Result<MasterClient> {
-        Ok(linea_proto::client::master(self.channel(&self.options.master)?, &self.options.secret))
+        Ok(linea_proto::client::master(
+            self.channel(&self.options.master, expect_master(self.options.master_name.as_deref()))?,
+            &self.options.secret,
+        ))
     }
 
     fn peer(&self, address: &str) -> Result<PeerClient> {
-        Ok(linea_proto::client::peer(self.channel(address)?, &self.options.secret))
+        Ok(linea_proto::client::peer(self.channel(address, Expect::Name(WORKER_NAME))?, &self.options.secret))
     }
 
     /// A new session: open the grid and the kernel if they are another job's, drop partial

@@ -25,11 +25,8 @@ enum SessionEnd {
 
 pub(super) async fn serve(core: Arc<WorkerCore>, listener: tokio::net::TcpListener) -> Result<()> {
     let peer = linea_proto::server::peer(core.clone(), &core.options.secret);
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(peer)
-            .serve_with_incoming(linea_proto::server::incoming(listener)),
-    );
+    let mut builder = linea_proto::server::builder(&core.options.transport)?;
+    tokio::spawn(builder.add_service(peer).serve_with_incoming(linea_proto::server::incoming(listener)));
     let terminate = Arc::new(tokio::sync::Notify::new());
     spawn_signal_watch(terminate.clone());
     tracing::info!(id = %core.id, address = %core.address, master = %core.options.master, "worker starting");
@@ -92,9 +89,19 @@ async fn session(
     drain_started: &mut Option<Instant>,
 ) -> SessionEnd {
     let mut joined = false;
-    let lost = |status: &Status, joined: bool| match status.code() {
-        tonic::Code::Unauthenticated => SessionEnd::Refused(crate::runtime::rpc_error(&core.options.master, status)),
-        _ => SessionEnd::Lost { error: crate::runtime::rpc_error(&core.options.master, status), joined },
+    let lost = |status: &Status, joined: bool| {
+        // A master that refuses this worker's certificate (or shows one of another CA) will
+        // not change its mind: stop at once instead of retrying for --reconnect-for.
+        if let Some(why) = linea_proto::tls::refusal(status) {
+            let message = format!("TLS: {why}; is this the job's certificate folder (--tls-dir)?");
+            return SessionEnd::Refused(LineaError::Remote { peer: core.options.master.clone(), message });
+        }
+        match status.code() {
+            tonic::Code::Unauthenticated => {
+                SessionEnd::Refused(crate::runtime::rpc_error(&core.options.master, status))
+            }
+            _ => SessionEnd::Lost { error: crate::runtime::rpc_error(&core.options.master, status), joined },
+        }
     };
     let disconnected = |error: LineaError, joined: bool| SessionEnd::Lost { error, joined };
     let mut client = match core.master() {
