@@ -8,8 +8,13 @@ data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 work="${1:-$LINEA_ROOT/demo}"
 mkdir -p "$work"
 
-echo "== building linea (cargo build --release; cached in $CARGO_TARGET_DIR)"
-(cd "$LINEA_ROOT" && cargo build --release --locked --bin linea)
+# The binary is built exactly as `scripts/test.sh` builds it: with the workspace's features
+# unified with its dev-dependencies' (cargo test builds `linea` for the worker's integration
+# tests). A plain `cargo build -p linea-worker` resolves features differently and would
+# recompile the engine, the proto crate and the worker that the test run already compiled,
+# and the test run would recompile them after this. `--test cli` adds one small test binary.
+echo "== building linea (release, cached in $CARGO_TARGET_DIR)"
+(cd "$LINEA_ROOT" && cargo test --release --locked --workspace --no-run --test cli)
 
 echo "== linea prepare: a9a.train.libsvm -> $work/a9a-grid"
 "$LINEA_BIN" prepare --input "$data/a9a/a9a.train.libsvm" --format libsvm --output "$work/a9a-grid"

@@ -5,8 +5,10 @@
 //!
 //! Time is tokio's paused clock: durations pass without waiting.
 
+mod common;
+
+use common::{Call, mock_client, serve};
 use http::{Request, Response, StatusCode};
-use kube::Client;
 use kube::client::Body;
 use linea_operator::election::Timing;
 use linea_operator::lease::{Elector, Ended};
@@ -40,33 +42,16 @@ fn status(code: u16, reason: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": reason})
 }
 
-/// One expected call: method, path, answer.
-type Call = (&'static str, &'static str, StatusCode, Value);
-
-/// Answers the calls in order until the client is dropped; returns what each request sent
-/// (query, body). Each test checks how many were made.
-
-async fn serve(
-    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
-    calls: Vec<Call>,
-) -> Vec<(String, Value)> {
-    let mut sent = Vec::new();
-    for (method, path, code, answer) in calls {
-        let Some((request, respond)) = handle.next_request().await else { break };
-        assert_eq!((request.method().as_str(), request.uri().path()), (method, path), "call {}", sent.len());
-        let query = request.uri().query().unwrap_or_default().to_string();
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        sent.push((query, if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() }));
-        respond.send_response(
-            Response::builder().status(code).body(Body::from(serde_json::to_vec(&answer).unwrap())).unwrap(),
-        );
-    }
-    sent
+/// The first look finds no Lease, and the replica creates it (version 1).
+fn creates_lease() -> Vec<Call> {
+    vec![
+        ("GET", LEASE, StatusCode::NOT_FOUND, status(404, "NotFound")),
+        ("POST", LEASES, StatusCode::CREATED, lease("a", "1", 0)),
+    ]
 }
 
 fn elector(identity: &str) -> (Elector, tower_test::mock::Handle<Request<Body>, Response<Body>>) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "linea-system");
+    let (client, handle) = mock_client("linea-system");
     (Elector::new(client, "linea-system", "linea-operator", identity.into(), timing()), handle)
 }
 
@@ -104,15 +89,17 @@ async fn a_missing_lease_is_created_renewed_on_its_version_and_given_up_on_stop(
     let (mut a, handle) = elector("a");
     let server = tokio::spawn(serve(
         handle,
-        vec![
-            ("GET", LEASE, StatusCode::NOT_FOUND, status(404, "NotFound")),
-            ("POST", LEASES, StatusCode::CREATED, lease("a", "1", 0)),
-            ("GET", LEASE, StatusCode::OK, lease("a", "1", 0)),
-            ("PATCH", LEASE, StatusCode::OK, lease("a", "2", 0)),
-            // Stopped: read, then released on the version read.
-            ("GET", LEASE, StatusCode::OK, lease("a", "2", 0)),
-            ("PATCH", LEASE, StatusCode::OK, lease("", "3", 0)),
-        ],
+        [
+            creates_lease(),
+            vec![
+                ("GET", LEASE, StatusCode::OK, lease("a", "1", 0)),
+                ("PATCH", LEASE, StatusCode::OK, lease("a", "2", 0)),
+                // Stopped: read, then released on the version read.
+                ("GET", LEASE, StatusCode::OK, lease("a", "2", 0)),
+                ("PATCH", LEASE, StatusCode::OK, lease("", "3", 0)),
+            ],
+        ]
+        .concat(),
     ));
     assert!(a.try_once().await.unwrap(), "created, held");
     assert!(a.try_once().await.unwrap(), "renewed");
@@ -141,13 +128,15 @@ async fn a_leader_that_cannot_renew_stops_leading_at_the_renew_deadline() {
     let (mut a, handle) = elector("a");
     let server = tokio::spawn(serve(
         handle,
-        vec![
-            ("GET", LEASE, StatusCode::NOT_FOUND, status(404, "NotFound")),
-            ("POST", LEASES, StatusCode::CREATED, lease("a", "1", 0)),
-            // The API server fails every renewal from now on.
-            ("GET", LEASE, StatusCode::SERVICE_UNAVAILABLE, status(503, "ServiceUnavailable")),
-            ("GET", LEASE, StatusCode::SERVICE_UNAVAILABLE, status(503, "ServiceUnavailable")),
-        ],
+        [
+            creates_lease(),
+            vec![
+                // The API server fails every renewal from now on.
+                ("GET", LEASE, StatusCode::SERVICE_UNAVAILABLE, status(503, "ServiceUnavailable")),
+                ("GET", LEASE, StatusCode::SERVICE_UNAVAILABLE, status(503, "ServiceUnavailable")),
+            ],
+        ]
+        .concat(),
     ));
     assert!(a.try_once().await.unwrap());
     let started = tokio::time::Instant::now();
@@ -167,11 +156,7 @@ async fn a_leader_whose_lease_was_taken_stops_at_once() {
     let (mut a, handle) = elector("a");
     let server = tokio::spawn(serve(
         handle,
-        vec![
-            ("GET", LEASE, StatusCode::NOT_FOUND, status(404, "NotFound")),
-            ("POST", LEASES, StatusCode::CREATED, lease("a", "1", 0)),
-            ("GET", LEASE, StatusCode::OK, lease("b", "7", 1)),
-        ],
+        [creates_lease(), vec![("GET", LEASE, StatusCode::OK, lease("b", "7", 1))]].concat(),
     ));
     assert!(a.try_once().await.unwrap());
     assert_eq!(a.lead(std::future::pending()).await, Ended::Lost("b holds the Lease now".into()));

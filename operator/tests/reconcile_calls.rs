@@ -2,9 +2,11 @@
 //! order, and what it sends. (The real API server runs in e2e/operator.sh; this pins the
 //! call sequence and the stale-cache case, which the e2e cannot provoke at will.)
 
-use http::{Request, Response, StatusCode};
-use kube::client::Body;
-use kube::{Client, Resource};
+mod common;
+
+use common::{Call, mock_client, serve};
+use http::StatusCode;
+use kube::Resource;
 use linea_crds::{TrainingJob, TrainingJobSpec};
 use linea_operator::desired::BuildOptions;
 use linea_operator::metrics::Metrics;
@@ -26,41 +28,6 @@ fn job() -> TrainingJob {
     job
 }
 
-/// One expected call: method, path (without the query), and the JSON body to answer with.
-struct Call {
-    method: &'static str,
-    path: &'static str,
-    status: StatusCode,
-    answer: serde_json::Value,
-}
-
-async fn serve(
-    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
-    calls: Vec<Call>,
-) -> Vec<serde_json::Value> {
-    let mut sent = Vec::new();
-    for call in calls {
-        let (request, respond) = handle.next_request().await.expect("the reconcile made fewer calls than expected");
-        assert_eq!(
-            (request.method().as_str(), request.uri().path()),
-            (call.method, call.path),
-            "unexpected call {} {}",
-            request.method(),
-            request.uri()
-        );
-        // Every server-side apply uses the one field manager (the finalizer's JSON patch on the
-        // job itself is kube's and applies nothing).
-        if call.method == "PATCH" && call.path != JOB {
-            assert!(request.uri().query().unwrap_or_default().contains("fieldManager=linea-operator"));
-        }
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        sent.push(if bytes.is_empty() { serde_json::Value::Null } else { serde_json::from_slice(&bytes).unwrap() });
-        let body = serde_json::to_vec(&call.answer).unwrap();
-        respond.send_response(Response::builder().status(call.status).body(Body::from(body)).unwrap());
-    }
-    sent
-}
-
 /// Reconciles `cached` (what the controller's cache holds) against `calls`; returns the
 /// action and every request body sent.
 async fn reconcile_with(cached: TrainingJob, calls: Vec<Call>) -> (String, Vec<serde_json::Value>) {
@@ -73,8 +40,8 @@ async fn try_reconcile_with(
     cached: TrainingJob,
     calls: Vec<Call>,
 ) -> (Result<kube::runtime::controller::Action, linea_operator::error::OperatorError>, Vec<serde_json::Value>) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = Client::new(service, "ml");
+    let (client, handle) = mock_client("ml");
+    let expected = calls.len();
     let server = tokio::spawn(serve(handle, calls));
     let options = BuildOptions { default_image: "linea:test".into(), operator_key: b"0123456789abcdef".to_vec() };
     let ctx = Arc::new(Context::new(client, options, Arc::new(Metrics::default()), true));
@@ -82,7 +49,9 @@ async fn try_reconcile_with(
     let reconciled =
         tokio::time::timeout(std::time::Duration::from_secs(30), reconcile::reconcile(Arc::new(cached), ctx));
     let outcome = reconciled.await.expect("no call beyond the expected ones");
-    (outcome, server.await.unwrap())
+    let sent: Vec<serde_json::Value> = server.await.unwrap().into_iter().map(|(_, body)| body).collect();
+    assert_eq!(sent.len(), expected, "the reconcile made fewer calls than expected");
+    (outcome, sent)
 }
 
 fn stored(job: &TrainingJob) -> serde_json::Value {
@@ -92,7 +61,7 @@ fn stored(job: &TrainingJob) -> serde_json::Value {
 }
 
 fn call(method: &'static str, path: &'static str, status: StatusCode, answer: serde_json::Value) -> Call {
-    Call { method, path, status, answer }
+    (method, path, status, answer)
 }
 
 const JOB: &str = "/apis/linea.io/v1alpha1/namespaces/ml/trainingjobs/ads";
