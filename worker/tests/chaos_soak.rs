@@ -181,7 +181,7 @@ struct Round {
 }
 
 impl Soak {
-    /// One disturbed run into `s3://BUCKET/soak/round-N/`; the model's bytes.
+    /// One disturbed run into `s3://BUCKET/soak/round-N/`, compared with `reference`.
     fn round(&self, number: u32, events: Vec<Event>, reference: &[u8]) -> Round {
         let started = Instant::now();
         let dir = tempfile::tempdir().unwrap();
