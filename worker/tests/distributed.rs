@@ -5,11 +5,12 @@
 
 mod common;
 
+use common::job::Job;
 use common::processes::*;
 use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 /// Trains with `extra` arguments and returns the model's bytes.
 fn train(dir: &Path, grid: &str, name: &str, extra: &[&str]) -> Vec<u8> {
@@ -48,69 +49,52 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     let params = ["--epochs", "300", "--tolerance", "0"];
     let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
 
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{}", free_port());
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let master_args = [
-        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
-        &params[..],
-    ]
-    .concat();
-    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
     let logs = dir.path().join("worker-logs");
     std::fs::create_dir(&logs).unwrap();
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: Some(logs) };
-    let mut master = start_master("master-1.log");
-    let mut workers: Vec<Child> = (0..4).map(|_| cluster.worker()).collect();
-    let s = cluster.wait_for("4 workers at work", |s| s.workers_active == 4 && s.iteration >= 300);
+    let cluster = Cluster::new(&listen).with_logs(logs);
+    let mut job = Job::start(dir.path(), cluster, &grid, &model, &checkpoint, &params);
+    job.add_workers(4);
+    let s = job.wait_for("4 workers at work", |s| s.workers_active == 4 && s.iteration >= 300);
 
     // Preemption: SIGTERM -> the worker hands its shards over and exits 0.
-    sigterm(&workers[0]);
-    assert!(workers[0].wait().unwrap().success(), "a SIGTERMed worker exits 0");
-    let s = cluster.wait_for("progress after SIGTERM", |t| t.workers_active == 3 && t.iteration >= s.iteration + 300);
+    job.sigterm_worker(0);
+    let s = job.wait_for("progress after SIGTERM", |t| t.workers_active == 3 && t.iteration >= s.iteration + 300);
     assert_eq!(s.workers_lost, 0, "a drained worker is not lost");
 
     // Drain through the master's API.
     let drained = s.workers[0].worker_id.clone();
     assert!(
-        client::drain(&cluster.master_url, None, &cluster.secret, &transport(), &drained).unwrap(),
+        client::drain(&job.cluster.master_url, None, &job.cluster.secret, &transport(), &drained).unwrap(),
         "the master knows {drained}"
     );
-    let s = cluster.wait_for("progress after a drain", |t| {
+    let s = job.wait_for("progress after a drain", |t| {
         t.workers_active == 2 && t.workers.iter().all(|w| w.worker_id != drained) && t.iteration >= s.iteration + 300
     });
-    let gone = first_exit(&mut workers[1..4]) + 1;
-    assert!(workers[gone].wait().unwrap().success(), "a drained worker exits 0");
-    assert!((1..4).filter(|&i| i != gone).all(|i| workers[i].try_wait().unwrap().is_none()), "only it exits");
-    let alive: Vec<usize> = (1..4).filter(|&i| i != gone).collect();
+    let gone = first_exit(&mut job.workers);
+    assert!(job.reap(gone).success(), "a drained worker exits 0");
+    assert!(job.workers.iter_mut().all(|w| w.try_wait().unwrap().is_none()), "only it exits");
 
     // Failure: kill -9 -> only its predictions are lost; others rebuild them.
-    workers[alive[0]].kill().unwrap();
-    workers[alive[0]].wait().unwrap();
-    let s = cluster.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.iteration >= s.iteration + 300);
+    job.kill_worker(0);
+    let s = job.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.iteration >= s.iteration + 300);
 
     // A new worker joins and takes shards.
-    workers.push(cluster.worker());
-    let s = cluster.wait_for("the new worker at work", |t| {
+    job.add_workers(1);
+    let s = job.wait_for("the new worker at work", |t| {
         t.workers_active == 2 && t.workers.iter().all(|w| w.shards > 0) && t.iteration >= s.iteration + 100
     });
     assert!(s.phase == "training", "the run is still going: {s:?}");
 
-    // The master dies and comes back; workers reconnect by themselves.
-    master.kill().unwrap();
-    master.wait().unwrap();
-    let mut master = start_master("master-2.log");
-    let status = master.wait().unwrap();
-    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
-    assert!(status.success(), "the restarted master finishes: {log}");
+    // The master dies and comes back; workers reconnect by themselves and are released
+    // with exit 0 at the end.
+    job.restart_master();
+    let log = job.finish();
     assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run, not from the start: {log}");
-    for i in [alive[1], workers.len() - 1] {
-        assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
-    }
     assert!(std::fs::read(&model).unwrap() == reference, "the disturbed run's model differs from the undisturbed one");
     // Workers that took over shards read their cells from the previous owner's cache.
-    let (fetched, served) = cluster.cells_through_peers();
+    let (fetched, served) = job.cluster.cells_through_peers();
     assert!(fetched > 0 && served > 0, "cells from peers: {fetched} fetched, {served} served");
 }
 
@@ -125,8 +109,7 @@ fn a_worker_without_the_job_secret_is_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    let cluster = Cluster::new(&listen);
     cluster.wait_for("the master to listen", |s| s.phase == "training");
 
     let intruder = "wrong-secret-0123456789abcdef";
@@ -161,8 +144,7 @@ fn a_worker_or_client_without_the_jobs_certificate_is_refused() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    let cluster = Cluster::new(&listen);
     cluster.wait_for("the master to listen", |s| s.phase == "training");
 
     // Another job's certificates (same secret): the handshake fails both ways.
@@ -237,39 +219,23 @@ fn cocoa_slots_survive_preemption_failure_and_a_master_restart() {
 
     let listen = format!("127.0.0.1:{}", free_port());
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let master_args = [
-        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
-        &params[..],
-    ]
-    .concat();
-    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
-    let mut master = start_master("master-1.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| cluster.worker()).collect();
-    let s = cluster.wait_for("3 workers at work", |s| s.workers_active == 3 && s.epoch >= 10);
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(3);
+    let s = job.wait_for("3 workers at work", |s| s.workers_active == 3 && s.epoch >= 10);
     assert_eq!(s.algorithm, "cocoa");
     assert!(s.gap_relative.is_some_and(|g| g > 0.0), "the status carries the duality gap: {s:?}");
 
-    sigterm(&workers[0]);
-    assert!(workers[0].wait().unwrap().success(), "a SIGTERMed worker exits 0");
-    let s = cluster.wait_for("progress after SIGTERM", |t| t.workers_active == 2 && t.epoch >= s.epoch + 10);
-    workers[1].kill().unwrap();
-    workers[1].wait().unwrap();
-    let s = cluster.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.epoch >= s.epoch + 10);
-    workers.push(cluster.worker());
-    cluster.wait_for("the new worker at work", |t| t.workers_active == 2 && t.epoch >= s.epoch + 5);
+    job.sigterm_worker(0);
+    let s = job.wait_for("progress after SIGTERM", |t| t.workers_active == 2 && t.epoch >= s.epoch + 10);
+    job.kill_worker(0);
+    let s = job.wait_for("progress after kill -9", |t| t.workers_lost == 1 && t.epoch >= s.epoch + 10);
+    job.add_workers(1);
+    job.wait_for("the new worker at work", |t| t.workers_active == 2 && t.epoch >= s.epoch + 5);
 
-    master.kill().unwrap();
-    master.wait().unwrap();
-    let mut master = start_master("master-2.log");
-    let status = master.wait().unwrap();
-    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
-    assert!(status.success(), "the restarted master finishes: {log}");
+    // Workers are released with exit 0 at the end.
+    job.restart_master();
+    let log = job.finish();
     assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run: {log}");
-    for i in [2, 3] {
-        assert!(workers[i].wait().unwrap().success(), "workers are released with exit 0");
-    }
     assert!(
         std::fs::read(&model).unwrap() == reference,
         "the disturbed CoCoA run's model differs from the undisturbed one"

@@ -6,9 +6,8 @@
 
 mod common;
 
+use common::job::Job;
 use common::processes::*;
-use linea_worker::runtime::auth::JobSecret;
-use std::process::Child;
 
 /// One row of the trace CSV: epoch, relative gap, workers wanted.
 struct TracePoint {
@@ -103,45 +102,27 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
 
     let listen = format!("127.0.0.1:{}", free_port());
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let master_args = [
-        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
-        &params[..],
-    ]
-    .concat();
-    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
-    let mut master = start_master("master-1.log");
-    let mut workers: Vec<Child> = (0..6).map(|_| cluster.worker()).collect();
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(6);
     // 16 slots on 6 workers: nobody is surplus until the first scale-in (16 -> 4).
-    let s = cluster.wait_for("the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
+    let s = job.wait_for("the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
     assert!(s.scaling_reason.contains("16 -> 4"), "the status says why: {:?}", s.scaling_reason);
-    let s = cluster.wait_for("surplus workers released", |s| s.released_workers.len() >= 2);
-    let exited_by_themselves = |workers: &mut Vec<Child>| -> usize {
-        workers.iter_mut().filter_map(|w| w.try_wait().unwrap()).map(|code| assert!(code.success())).count()
-    };
-    assert!(exited_by_themselves(&mut workers) <= s.released_workers.len(), "only released workers exit");
+    let s = job.wait_for("surplus workers released", |s| s.released_workers.len() >= 2);
+    let exited: Vec<bool> = job.workers.iter_mut().map(|w| w.try_wait().unwrap().is_some()).collect();
+    assert!(exited.iter().filter(|&&e| e).count() <= s.released_workers.len(), "only released workers exit");
 
     // kill -9 a worker that is still running, then the master; a new worker joins.
-    let victim = workers.iter_mut().position(|w| w.try_wait().unwrap().is_none()).unwrap();
-    workers[victim].kill().unwrap();
-    let mut killed = workers.remove(victim);
-    killed.wait().unwrap();
-    cluster.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5);
-    master.kill().unwrap();
-    master.wait().unwrap();
-    workers.push(cluster.worker());
-    let mut master = start_master("master-2.log");
-    let s = cluster.wait_for("the restarted master", |t| t.desired_workers.is_some());
+    job.kill_worker(exited.iter().position(|&e| !e).unwrap());
+    job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5);
+    job.kill_master();
+    job.add_workers(1);
+    job.start_master();
+    let s = job.wait_for("the restarted master", |t| t.desired_workers.is_some());
     assert!(s.desired_workers.unwrap() < 16, "the restarted master replayed the scale-in: {s:?}");
-    let status = master.wait().unwrap();
-    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
-    assert!(status.success(), "{log}");
+    // Every worker not killed exits 0: released by the scale-in or at the end.
+    let log = job.finish();
     assert!(log.contains("resuming from checkpoint"), "{log}");
-    for mut w in workers {
-        assert!(w.wait().unwrap().success(), "every worker not killed exits 0");
-    }
     assert!(
         std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(),
         "the disturbed elastic run's model differs from the undisturbed one"

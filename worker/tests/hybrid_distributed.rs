@@ -5,9 +5,8 @@
 
 mod common;
 
+use common::job::Job;
 use common::processes::*;
-use linea_worker::runtime::auth::JobSecret;
-use std::process::Child;
 
 fn train(grid: &str, model: &str, params: &[&str], extra: &[&str]) -> Vec<u8> {
     ok(&[&["train", "--data", grid, "--model", model], params, extra].concat());
@@ -59,35 +58,20 @@ fn the_hybrid_survives_kill_9_of_a_worker_and_of_the_master() {
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
 
     let listen = format!("127.0.0.1:{}", free_port());
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let master_args = [
-        &["master", "--data", &grid, "--model", &model, "--listen", &listen, "--checkpoint", &checkpoint],
-        &params[..],
-    ]
-    .concat();
-    let start_master = |log: &str| start_master(dir.path(), log, &master_args);
-    let mut master = start_master("master-1.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| cluster.worker()).collect();
-    let s = cluster.wait_for("the L-BFGS stage", |s| s.epoch > 10);
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(3);
+    let s = job.wait_for("the L-BFGS stage", |s| s.epoch > 10);
     assert_eq!(s.algorithm, "hybrid");
-    workers[0].kill().unwrap();
-    let mut killed = workers.remove(0);
-    killed.wait().unwrap();
-    let s = cluster.wait_for("progress after the kill", |t| t.epoch > s.epoch + 10);
-    master.kill().unwrap();
-    master.wait().unwrap();
-    workers.push(cluster.worker());
-    let mut master = start_master("master-2.log");
-    cluster.wait_for("the restarted master", |t| t.epoch >= s.epoch);
-    let status = master.wait().unwrap();
-    let log = std::fs::read_to_string(path(dir.path(), "master-2.log")).unwrap();
-    assert!(status.success(), "{log}");
+    job.kill_worker(0);
+    let s = job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 10);
+    job.kill_master();
+    job.add_workers(1);
+    job.start_master();
+    job.wait_for("the restarted master", |t| t.epoch >= s.epoch);
+    // Every worker not killed exits 0.
+    let log = job.finish();
     assert!(log.contains("resuming from checkpoint"), "{log}");
-    for mut w in workers {
-        assert!(w.wait().unwrap().success(), "every worker not killed exits 0");
-    }
     assert!(
         std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(),
         "the disturbed hybrid run's model differs from the undisturbed one"

@@ -23,22 +23,11 @@ fn data(path: &str) -> String {
 fn linea(args: &[&str], endpoint: Option<&str>, extra: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_linea"));
     command.args(args).arg("--quiet");
-    for (name, _) in std::env::vars().filter(|(n, _)| n.starts_with("AWS_") || n.starts_with("LINEA_S3_")) {
-        command.env_remove(name);
-    }
+    s3::clear_machine_settings(&mut command);
     // Info: each storage's closing line with its request and retry counts.
     command.env("RUST_LOG", "linea_worker=info");
     if let Some(endpoint) = endpoint {
-        command.envs([
-            ("AWS_ENDPOINT_URL", endpoint),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
-            ("AWS_REGION", "us-east-1"),
-            // Never ask an instance-metadata address: only loopback is ours.
-            ("AWS_EC2_METADATA_DISABLED", "true"),
-            ("AWS_CONFIG_FILE", "/nonexistent/aws-config"),
-            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials"),
-        ]);
+        command.envs(s3::aws_env(endpoint));
     }
     command.envs(extra.iter().copied());
     let out = command.output().expect("linea runs");
@@ -113,20 +102,6 @@ fn run_on_s3(endpoint: &str, prefix: &str, extra: &[(&str, &str)]) -> (String, S
     (stdout(&outputs[2]), stderr)
 }
 
-/// Requests, retries and hedged reads from the storages' closing log lines
-/// ("N requests, M retries, K hedged reads (...)").
-fn request_counts(stderr: &str) -> (u64, u64, u64) {
-    stderr
-        .lines()
-        .filter_map(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            let at = |w: &str| words.iter().position(|x| x.trim_end_matches(',') == w).map(|i| words[i - 1]);
-            let number = |w: &str| at(w)?.parse::<u64>().ok();
-            Some((number("requests")?, number("retries")?, number("hedged")?))
-        })
-        .fold((0, 0, 0), |(a, b, c), (d, e, f)| (a + d, b + e, c + f))
-}
-
 #[test]
 fn prepare_train_eval_on_s3_give_the_same_bytes_as_a_local_folder() {
     let reference = reference();
@@ -137,7 +112,7 @@ fn prepare_train_eval_on_s3_give_the_same_bytes_as_a_local_folder() {
     eprintln!(
         "prepare -> train -> eval on S3: {:?}, {:?} (requests, retries, hedges)",
         started.elapsed(),
-        request_counts(&stderr)
+        s3::request_counts(&stderr)
     );
     assert!(std::fs::read(server.object_path("a9a/a9a.model")).unwrap() == reference.model, "model bytes differ");
     assert!(std::fs::read(server.object_path("a9a/grid/manifest.json")).unwrap() == reference.manifest);
@@ -194,7 +169,7 @@ fn faults_that_retries_absorb_leave_the_model_bytes_unchanged() {
     let proxy = FaultProxy::start(server.port, std::sync::Arc::new(plan));
     let started = Instant::now();
     let (eval_grid, stderr) = run_on_s3(&proxy.endpoint(), "faults", &[("LINEA_S3_HEDGE_MS", "300")]);
-    let (requests, retries, hedges) = request_counts(&stderr);
+    let (requests, retries, hedges) = s3::request_counts(&stderr);
     for line in stderr.lines().filter(|l| l.contains("retrying")) {
         eprintln!("  {line}");
     }

@@ -2,6 +2,7 @@
 //! grid's rows in the plain sparse form the reference solvers take.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod job;
 pub mod processes;
 
 use linea_engine::Loss;

@@ -8,7 +8,7 @@ use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
 use linea_worker::runtime::proto::StatusReply;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub const SECRET: &str = "test-secret-0123456789abcdef";
@@ -53,9 +53,41 @@ pub struct Cluster {
     pub secret: JobSecret,
     /// Where workers' logs go (their closing line counts cells by source).
     pub logs: Option<std::path::PathBuf>,
+    /// Environment of every process of the job (the S3 settings of a job on S3).
+    pub env: Vec<(String, String)>,
+    /// Arguments every worker gets besides `--master` and `--threads 1`.
+    pub worker_args: Vec<String>,
 }
 
 impl Cluster {
+    /// The test job (its secret and certificates) with a master listening on `listen`.
+    pub fn new(listen: &str) -> Cluster {
+        Cluster {
+            master_url: format!("http://{listen}"),
+            secret: JobSecret::new(SECRET).unwrap(),
+            logs: None,
+            env: Vec::new(),
+            worker_args: Vec::new(),
+        }
+    }
+
+    pub fn with_logs(self, logs: std::path::PathBuf) -> Cluster {
+        Cluster { logs: Some(logs), ..self }
+    }
+
+    pub fn with_env(self, env: Vec<(String, String)>) -> Cluster {
+        Cluster { env, ..self }
+    }
+
+    pub fn with_worker_args(self, args: &[&str]) -> Cluster {
+        Cluster { worker_args: args.iter().map(|a| a.to_string()).collect(), ..self }
+    }
+
+    /// The address the master listens on (host:port).
+    pub fn listen(&self) -> &str {
+        self.master_url.trim_start_matches("http://")
+    }
+
     pub fn status(&self) -> Option<StatusReply> {
         client::status(&self.master_url, None, &self.secret, &transport()).ok()
     }
@@ -69,13 +101,13 @@ impl Cluster {
             }
             assert!(Instant::now() < deadline, "timed out waiting for {what}; last status {:?}", self.status());
             // A poll interval, not a synchronisation: the condition is checked again.
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(POLL);
         }
     }
 
     pub fn worker(&self) -> Child {
         let mut command = linea(&["worker", "--master", &self.master_url, "--threads", "1"]);
-        command.stdout(Stdio::null());
+        command.args(&self.worker_args).envs(self.env.iter().map(|(k, v)| (k, v))).stdout(Stdio::null());
         if let Some(dir) = &self.logs {
             let log = tempfile::NamedTempFile::new_in(dir).unwrap().keep().unwrap().0;
             command.stderr(log).env("RUST_LOG", "linea_worker=info");
@@ -101,6 +133,10 @@ impl Cluster {
     }
 }
 
+/// How often a waiting test looks again: a poll interval, not a synchronisation (every wait
+/// checks its condition again and is bounded by a deadline).
+pub const POLL: Duration = Duration::from_millis(20);
+
 /// Index of the first of `children` to exit.
 pub fn first_exit(children: &mut [Child]) -> usize {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -109,16 +145,33 @@ pub fn first_exit(children: &mut [Child]) -> usize {
             return i;
         }
         assert!(Instant::now() < deadline, "no process exited");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(POLL);
     }
 }
 
-/// Starts `linea master` with `args`, its output in `log` under `dir` (not --quiet: the log
-/// must say whether it resumed).
-pub fn start_master(dir: &Path, log: &str, args: &[&str]) -> Child {
+/// Waits for `child` to exit, at most `timeout`: a process that hangs fails the test (and is
+/// killed, so it does not outlive it).
+pub fn wait_exit(child: &mut Child, timeout: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} (pid {}) did not exit within {timeout:?}", child.id());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Starts `linea master` with `args` and `env`, its output in `log` under `dir` (not --quiet:
+/// the log must say whether it resumed).
+pub fn start_master(dir: &Path, log: &str, args: &[&str], env: &[(String, String)]) -> Child {
     let log = std::fs::File::create(path(dir, log)).unwrap();
     let mut master = Command::new(env!("CARGO_BIN_EXE_linea"));
-    master.args(args).env(SECRET_ENV, SECRET).env(TLS_DIR_ENV, tls_dir());
+    master.args(args).env(SECRET_ENV, SECRET).env(TLS_DIR_ENV, tls_dir()).envs(env.iter().map(|(k, v)| (k, v)));
     master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
 }
 

@@ -1,10 +1,12 @@
 //! A fault-injecting HTTP/1.1 proxy between the S3 client and the server: per request it
 //! forwards, adds latency, answers 503/500 itself, drops the connection, or forwards and
 //! then cuts the response body short. A plan function chooses per request, from its
-//! sequence number and method, so tests can be random-but-seeded or exact.
+//! sequence number and method, so tests can be random-but-seeded or exact; or the test
+//! arms faults at moments it chooses ([`Armed`]).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -34,6 +36,42 @@ pub fn random_plan(rate: f64, seed: u64, kinds: Vec<Fault>) -> Plan {
     })
 }
 
+/// Faults a test arms at moments it chooses: each is injected into the next request it
+/// applies to, in the order armed (a truncation needs a response body: it waits for a GET,
+/// and the faults armed after it go to the requests before that GET).
+#[derive(Default)]
+pub struct Armed {
+    queue: Mutex<VecDeque<Fault>>,
+}
+
+impl Armed {
+    pub fn arm(&self, fault: Fault, times: usize) {
+        self.queue.lock().unwrap().extend(std::iter::repeat_n(fault, times));
+    }
+
+    /// Faults armed and not yet injected.
+    pub fn pending(&self) -> usize {
+        self.queue.lock().unwrap().len()
+    }
+
+    /// Disarms what was not injected; returns how many.
+    pub fn clear(&self) -> usize {
+        let mut queue = self.queue.lock().unwrap();
+        let left = queue.len();
+        queue.clear();
+        left
+    }
+
+    pub fn plan(self: &Arc<Self>) -> Plan {
+        let armed = self.clone();
+        Arc::new(move |_n, method| {
+            let mut queue = armed.queue.lock().unwrap();
+            let next = queue.iter().position(|&f| f != Fault::Truncate || method == "GET")?;
+            queue.remove(next)
+        })
+    }
+}
+
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -45,23 +83,30 @@ fn splitmix(mut z: u64) -> u64 {
 pub struct Counts {
     pub requests: AtomicU64,
     pub latency: AtomicU64,
-    pub errors: AtomicU64,
+    /// 503 SlowDown answers.
+    pub throttles: AtomicU64,
+    /// 500 InternalError answers.
+    pub server_errors: AtomicU64,
     pub drops: AtomicU64,
     pub truncations: AtomicU64,
 }
 
 impl Counts {
     pub fn faults(&self) -> u64 {
-        [&self.latency, &self.errors, &self.drops, &self.truncations].iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        [&self.latency, &self.throttles, &self.server_errors, &self.drops, &self.truncations]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
     }
 
     pub fn summary(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(
-            "{} requests: {} delayed, {} 5xx, {} dropped, {} truncated",
+            "{} requests: {} delayed, {} 503, {} 500, {} dropped, {} truncated",
             get(&self.requests),
             get(&self.latency),
-            get(&self.errors),
+            get(&self.throttles),
+            get(&self.server_errors),
             get(&self.drops),
             get(&self.truncations)
         )
@@ -195,12 +240,12 @@ async fn serve(
                 return Ok(());
             }
             Some(Fault::Throttle) => {
-                counts.errors.fetch_add(1, Ordering::Relaxed);
+                counts.throttles.fetch_add(1, Ordering::Relaxed);
                 client_write.write_all(&canned("503 Slow Down", "SlowDown")).await?;
                 continue;
             }
             Some(Fault::ServerError) => {
-                counts.errors.fetch_add(1, Ordering::Relaxed);
+                counts.server_errors.fetch_add(1, Ordering::Relaxed);
                 client_write.write_all(&canned("500 Internal Server Error", "InternalError")).await?;
                 continue;
             }
