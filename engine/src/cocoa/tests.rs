@@ -146,8 +146,10 @@ fn the_gap_certifies_the_distance_to_the_optimum_every_epoch() {
 
 /// Rows of norm 1e5 (`q = |x|^2 / lambda` ~ 1e10), as raw counts or amounts give (UCI
 /// Adult's `fnlwgt`): every loss still ascends the dual every epoch and certifies the
-/// optimum of the direct solvers. The logistic step once returned a point far from its
-/// root at such `q` and lowered the dual by up to 1e10 in a step (`crate::loss`).
+/// optimum of the direct solvers. (The logistic step once returned a point far from its
+/// root at such `q` and lowered the dual by up to 1e10 in a step; this set does not meet
+/// that case — the old step passes here — so the regression test is the step's own,
+/// `loss::dual::tests::logistic_step_is_exact_for_rows_of_huge_norm`.)
 #[test]
 fn rows_of_huge_norm_reach_the_optimum_with_an_ascending_dual() {
     for (loss, l2) in [(Loss::Squared, 0.5), (Loss::Logistic, 0.1), (Loss::Hinge, 0.1)] {
