@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod processes;
+pub mod reference;
 
 use linea_engine::Loss;
 use linea_engine::scd::{Scd, ScdConfig};
