@@ -30,6 +30,8 @@ pub mod reference;
 pub mod rng;
 pub mod runner;
 pub mod scd;
+#[cfg(test)]
+mod synthetic;
 
 pub use error::EngineError;
 pub use grid::{Cell, CellValues};

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::reference::*;
 use common::*;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
@@ -86,56 +87,6 @@ fn a9a_logistic_reaches_liblinear_with_a_gap_certificate() {
     }
 }
 
-/// Parses a libsvm file into (y in {-1, +1}, [(feature from 1, value)]) rows.
-fn libsvm_rows(path: &str) -> Vec<(f64, Vec<(usize, f64)>)> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let mut fields = line.split_whitespace();
-            let y = if fields.next().unwrap().parse::<f64>().unwrap() > 0.0 { 1.0 } else { -1.0 };
-            let x = fields
-                .map(|kv| {
-                    let (k, v) = kv.split_once(':').unwrap();
-                    (k.parse().unwrap(), v.parse().unwrap())
-                })
-                .collect();
-            (y, x)
-        })
-        .collect()
-}
-
-/// A LIBLINEAR model's weights (features 1..=n, then the bias), oriented so that a
-/// positive margin means the positive class (label 1 or +1).
-fn liblinear_weights(model: &std::path::Path) -> Vec<f64> {
-    let text = std::fs::read_to_string(model).unwrap();
-    let mut lines = text.lines();
-    let mut first_label_positive = true;
-    for line in lines.by_ref() {
-        if let Some(labels) = line.strip_prefix("label ") {
-            first_label_positive = labels.split_whitespace().next().unwrap().parse::<f64>().unwrap() > 0.0;
-        }
-        if line == "w" {
-            break;
-        }
-    }
-    let sign = if first_label_positive { 1.0 } else { -1.0 };
-    lines.filter(|l| !l.trim().is_empty()).map(|l| sign * l.trim().parse::<f64>().unwrap()).collect()
-}
-
-/// `sum max(0, 1 - y (w.x + bias)) + l2 (|w|^2 + bias^2)`, from the file itself.
-fn hinge_primal(rows: &[(f64, Vec<(usize, f64)>)], weights: &[f64], l2: f64) -> f64 {
-    let (bias, w) = weights.split_last().unwrap();
-    let loss: f64 = rows
-        .iter()
-        .map(|(y, x)| {
-            let f = bias + x.iter().filter(|&&(j, _)| j <= w.len()).map(|&(j, v)| w[j - 1] * v).sum::<f64>();
-            (1.0 - y * f).max(0.0)
-        })
-        .sum();
-    loss + l2 * weights.iter().map(|v| v * v).sum::<f64>()
-}
-
 #[test]
 fn a9a_hinge_matches_liblinear_svm_and_the_gap_certifies_it() {
     let (l2, c) = (1.0, 0.5); // C = 1 / (2 l2)
@@ -158,7 +109,7 @@ fn a9a_hinge_matches_liblinear_svm_and_the_gap_certifies_it() {
         .parse()
         .unwrap();
     let liblinear_dual = -printed / c;
-    let liblinear_primal = hinge_primal(&libsvm_rows(&train), &liblinear_weights(&model), l2);
+    let liblinear_primal = libsvm_primal(Loss::Hinge, &libsvm_rows(&train), &liblinear_weights(&model), l2);
     println!(
         "LIBLINEAR -s 3: primal {liblinear_primal:.10}, dual {liblinear_dual:.10}, relative gap {:.3e}",
         (liblinear_primal - liblinear_dual) / liblinear_primal

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::reference::*;
 use common::*;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
@@ -69,56 +70,6 @@ fn a9a_lbfgs_and_the_hybrid_reach_liblinear_and_mixtures_approach_it() {
     }
 }
 
-/// Parses a libsvm file into (y in {-1, +1}, [(feature from 1, value)]) rows.
-fn libsvm_rows(path: &str) -> Vec<(f64, Vec<(usize, f64)>)> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let mut fields = line.split_whitespace();
-            let y = if fields.next().unwrap().parse::<f64>().unwrap() > 0.0 { 1.0 } else { -1.0 };
-            let x = fields
-                .map(|kv| {
-                    let (k, v) = kv.split_once(':').unwrap();
-                    (k.parse().unwrap(), v.parse().unwrap())
-                })
-                .collect();
-            (y, x)
-        })
-        .collect()
-}
-
-/// A LIBLINEAR model's weights (features 1..=n, then the bias), oriented so that a
-/// positive margin means the positive class.
-fn liblinear_weights(model: &std::path::Path) -> Vec<f64> {
-    let text = std::fs::read_to_string(model).unwrap();
-    let mut lines = text.lines();
-    let mut first_label_positive = true;
-    for line in lines.by_ref() {
-        if let Some(labels) = line.strip_prefix("label ") {
-            first_label_positive = labels.split_whitespace().next().unwrap().parse::<f64>().unwrap() > 0.0;
-        }
-        if line == "w" {
-            break;
-        }
-    }
-    let sign = if first_label_positive { 1.0 } else { -1.0 };
-    lines.filter(|l| !l.trim().is_empty()).map(|l| sign * l.trim().parse::<f64>().unwrap()).collect()
-}
-
-/// `sum log(1 + exp(-y (w.x + bias))) + l2 (|w|^2 + bias^2)`, from the file itself.
-fn logistic_primal(rows: &[(f64, Vec<(usize, f64)>)], weights: &[f64], l2: f64) -> f64 {
-    let (bias, w) = weights.split_last().unwrap();
-    let loss: f64 = rows
-        .iter()
-        .map(|(y, x)| {
-            let f = bias + x.iter().filter(|&&(j, _)| j <= w.len()).map(|&(j, v)| w[j - 1] * v).sum::<f64>();
-            Loss::Logistic.value(*y, f)
-        })
-        .sum();
-    loss + l2 * weights.iter().map(|v| v * v).sum::<f64>()
-}
-
 #[test]
 fn w8a_lbfgs_reaches_liblinears_logistic_optimum() {
     let (l2, c) = (1.0, 0.5);
@@ -137,7 +88,7 @@ fn w8a_lbfgs_reaches_liblinears_logistic_optimum() {
         .output()
         .expect("liblinear-train runs (Debian liblinear-tools: scripts/debian-packages.sh liblinear-tools)");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let liblinear = logistic_primal(&libsvm_rows(&train), &liblinear_weights(&model), l2);
+    let liblinear = libsvm_primal(Loss::Logistic, &libsvm_rows(&train), &liblinear_weights(&model), l2);
     let (_dir, loaded) = prepare(&train, spec(Format::Libsvm), 16384, Loss::Logistic);
     let run = linear(&loaded, Mode::Lbfgs, Loss::Logistic, 1, 2000, 1e-10);
     let reached = *run.state().objectives.last().unwrap();

@@ -45,6 +45,26 @@ fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
     EngineError::InvalidParameter { name, value, why }
 }
 
+/// A relative tolerance: finite and in `[0, 1)`.
+fn fraction(name: &'static str, value: f64) -> Result<(), EngineError> {
+    if value.is_finite() && (0.0..1.0).contains(&value) {
+        Ok(())
+    } else {
+        Err(invalid(name, value, "must be in [0, 1)"))
+    }
+}
+
+impl Mode {
+    /// The short name of the member, as the CLI, the model header and the wire use it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Lbfgs => "lbfgs",
+            Mode::Hybrid => "hybrid",
+            Mode::Ipm(_) => "ipm",
+        }
+    }
+}
+
 impl LinearConfig {
     /// `l2` weighs `|w|^2` in `sum loss + l2 |w|^2`; `slots` is the number of online
     /// learners (hybrid, IPM; L-BFGS's result does not depend on it); `memory` the L-BFGS
@@ -65,11 +85,7 @@ impl LinearConfig {
         rate: f64,
         seed: u64,
     ) -> Result<Self, EngineError> {
-        let name = match mode {
-            Mode::Lbfgs => "lbfgs",
-            Mode::Hybrid => "hybrid",
-            Mode::Ipm(_) => "ipm",
-        };
+        let name = mode.name();
         let online_only = matches!(mode, Mode::Ipm(_));
         if loss == Loss::Hinge && !online_only {
             return Err(EngineError::UnsupportedLoss {
@@ -93,12 +109,8 @@ impl LinearConfig {
         if max_epochs == 0 {
             return Err(invalid("max_epochs", 0.0, "must be >= 1"));
         }
-        if !(tolerance.is_finite() && (0.0..1.0).contains(&tolerance)) {
-            return Err(invalid("tolerance", tolerance, "must be in [0, 1)"));
-        }
-        if !(gradient_tolerance.is_finite() && (0.0..1.0).contains(&gradient_tolerance)) {
-            return Err(invalid("gradient_tolerance", gradient_tolerance, "must be in [0, 1)"));
-        }
+        fraction("tolerance", tolerance)?;
+        fraction("gradient_tolerance", gradient_tolerance)?;
         if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
             return Err(invalid("rate", rate, "must be in (0, 100]"));
         }
@@ -138,11 +150,7 @@ impl LinearConfig {
 
     /// The algorithm's short name, as the CLI, the model header and the wire use it.
     pub fn name(&self) -> &'static str {
-        match self.mode {
-            Mode::Lbfgs => "lbfgs",
-            Mode::Hybrid => "hybrid",
-            Mode::Ipm(_) => "ipm",
-        }
+        self.mode.name()
     }
 
     /// Whether the model depends on the slot count (not for L-BFGS alone).

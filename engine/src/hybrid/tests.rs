@@ -3,75 +3,17 @@
 
 use super::*;
 use crate::algorithm::{Algorithm, encode};
-use crate::grid::{Cell, InMemoryGrid};
 use crate::loss::Loss;
 use crate::reference;
 use crate::rng::SplitMix64;
 use crate::runner::LocalRunner;
+use crate::synthetic::Problem;
 
 const ROWS: usize = 9000; // 5 grains, the last short
 const SHARD: usize = 1300; // shard boundaries fall inside grains
-const BLOCKS: [usize; 5] = [8, 5, 6, 1, 1];
-
-struct Problem {
-    grid: InMemoryGrid,
-    rows: Vec<Vec<(usize, f64)>>,
-    targets: Vec<f64>,
-    features: usize,
-}
 
 fn problem(loss: Loss, seed: u64) -> Problem {
-    let mut rng = SplitMix64::new(seed);
-    let uniform = |rng: &mut SplitMix64| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    let offsets: Vec<usize> = BLOCKS.iter().scan(0, |s, &b| Some(std::mem::replace(s, *s + b))).collect();
-    let features: usize = BLOCKS.iter().sum();
-    let truth: Vec<f64> = (0..features).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
-    let mut per_block: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); BLOCKS.len()];
-    let (mut rows, mut targets) = (Vec::new(), Vec::new());
-    for i in 0..ROWS {
-        let mut row = Vec::new();
-        let mut push = |block: usize, feature: usize, value: f64| {
-            row.push((offsets[block] + feature, value));
-            per_block[block].push((i as u32, feature as u32, value));
-        };
-        push(0, rng.below(8), 1.0);
-        if uniform(&mut rng) < 0.8 {
-            push(1, rng.below(5), 1.0);
-        }
-        let mut set: Vec<usize> = (0..rng.below(4)).map(|_| rng.below(6)).collect();
-        set.sort_unstable();
-        set.dedup();
-        set.into_iter().for_each(|f| push(2, f, 1.0));
-        push(3, 0, uniform(&mut rng) * 3.0 - 1.5);
-        push(4, 0, 1.0);
-        let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
-        targets.push(match loss {
-            Loss::Squared => margin + uniform(&mut rng) - 0.5,
-            _ if uniform(&mut rng) < 1.0 / (1.0 + (-2.0 * margin).exp()) => 1.0,
-            _ => -1.0,
-        });
-        rows.push(row);
-    }
-    let shards = ROWS.div_ceil(SHARD);
-    let cells = per_block
-        .iter()
-        .map(|entries| {
-            (0..shards)
-                .map(|s| {
-                    let (lo, hi) = ((s * SHARD) as u32, ((s + 1) * SHARD) as u32);
-                    Cell::from_triples(
-                        entries.iter().filter(|e| e.0 >= lo && e.0 < hi).map(|&(r, f, v)| (r - lo, f, v)).collect(),
-                    )
-                })
-                .collect()
-        })
-        .collect();
-    let shapes = BLOCKS
-        .iter()
-        .map(|&features| crate::grid::BlockShape { features, pure: false, max_abs: vec![1.5; features] })
-        .collect();
-    let grid = InMemoryGrid { shapes, cells, targets: targets.chunks(SHARD).map(<[f64]>::to_vec).collect() };
-    Problem { grid, rows, targets, features }
+    crate::synthetic::problem(loss, seed, ROWS, SHARD)
 }
 
 fn config(mode: Mode, loss: Loss, l2: f64, slots: u32, epochs: u32) -> LinearConfig {

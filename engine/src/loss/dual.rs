@@ -27,9 +27,11 @@ pub struct SdcaStep {
     pub delta: f64,
 }
 
-/// Safeguarded Newton iterations of the logistic step; the bracket halves at least every
-/// other iteration, so this bounds the work even when Newton stalls (it converges in 3-6).
-const LOGISTIC_MAX_ITERATIONS: usize = 100;
+/// A bound on the logistic step's Newton iterations that is never reached: from any start
+/// the iterates are monotone after the first, and they take about `ln q` steps to leave the
+/// exponential end of `h` plus a few quadratic ones ([`logistic_logit`]); `ln q < 710` for
+/// any finite `q`.
+const LOGISTIC_MAX_ITERATIONS: usize = 1000;
 
 impl Loss {
     /// The convex conjugate `loss*(u) = sup_f (u f - loss(y, f))` for the target `y`;
@@ -55,7 +57,7 @@ impl Loss {
     /// * hinge: `b = clip(alpha y + (1 - y m) / q, 0, 1)` (Hsieh et al. 2008, LIBLINEAR);
     /// * squared: `delta = (y - m - alpha / 2) / (q + 1/2)`;
     /// * logistic: the root of `ln((1 - b) / b) - m y - q (b - y alpha) = 0`, solved for
-    ///   the logit `t = ln(b / (1 - b))` by bracketed Newton ([`logistic_logit`]).
+    ///   the logit `t = ln(b / (1 - b))` by Newton from the root's side of 0 ([`logistic_logit`]).
     pub fn sdca_step(self, target: f64, alpha: f64, m: f64, q: f64) -> SdcaStep {
         let new = match self {
             Loss::Squared => alpha + (target - m - alpha / 2.0) / (q + 0.5),
@@ -83,48 +85,62 @@ impl Loss {
 ///
 /// Solving for the logit rather than for `b` (LIBLINEAR's dual solver, `solve_l2r_lr_dual`,
 /// solves for `b` and guards the ends of (0, 1) by hand) keeps the problem free of
-/// singularities: `h` is increasing with `1 <= h' <= 1 + q/4`, and since sigmoid lies in
-/// (0, 1) the root is bracketed by `[-my - q (1 - b0), -my + q b0]`, an interval of width
-/// `q`. Newton steps that leave the bracket are replaced by bisection, so the iteration
-/// never leaves it and converges to machine precision; `b = sigmoid(t)` is in (0, 1) and
-/// can only round onto 0 or 1, where the conjugate is continuous.
+/// singularities: `h` is increasing with `1 <= h' <= 1 + q/4`.
+///
+/// Newton's method is safe here for any `q` because of the shape of `h`: `h'' = q s (1 - s)
+/// (1 - 2s)` with `s = sigmoid(t)`, so `h` is convex for `t <= 0` and concave for `t >= 0`.
+/// The sign of `h(0)` says on which side of 0 the root lies. On that side a Newton step from
+/// any point lands on the far side of the root from it, so after the first step (kept on the
+/// root's side of 0) the iterates approach the root monotonically from between it and 0, and
+/// never oscillate. A bracket with Newton steps inside it and bisection outside, as used
+/// before, is not enough: with `q` of 1e10 and more (rows of norm 1e5, e.g. UCI Adult's raw
+/// `fnlwgt`), Newton steps stay inside a bracket of width `q` while jumping across the root,
+/// the bracket barely shrinks, and after 100 iterations the step returned a `b` far from the
+/// root, lowering the dual by up to 1e10 in one step.
 fn logistic_logit(b0: f64, my: f64, q: f64) -> f64 {
     logistic_logit_counted(b0, my, q).0
 }
 
 /// [`logistic_logit`] and the iterations it took (its cost: one `exp` each).
 fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
-    let (mut lo, mut hi) = (-my - q * (1.0 - b0), -my + q * b0);
-    if !(hi > lo) {
-        return (lo, 0); // q == 0: the root is -my exactly
+    if !(q > 0.0) {
+        return (-my, 0); // q == 0: the root is -my exactly
     }
-    // Warm start: near convergence the new b is close to the old one.
-    let start = if b0 > 0.0 && b0 < 1.0 { (b0 / (1.0 - b0)).ln() } else { f64::NAN };
-    let mut t = if start > lo && start < hi { start } else { 0.5 * (lo + hi) };
+    let at_zero = my + q * (0.5 - b0);
+    if at_zero == 0.0 {
+        return (0.0, 0);
+    }
+    // +1: the root is below 0, where h is convex and the iterates come down to it; -1: above.
+    let side = if at_zero > 0.0 { 1.0 } else { -1.0 };
+    // The root lies in [-my - q (1 - b0), -my + q b0] (sigmoid is in (0, 1)); starting inside
+    // that and on the root's side of 0, from the old b's logit (near the root in late
+    // epochs). At b0 = 0 or 1 the logit is infinite and clamps onto the bracket's end.
+    let (lo, hi) = (-my - q * (1.0 - b0), -my + q * b0);
+    let warm = (b0 / (1.0 - b0)).ln();
+    let warm = if warm.is_nan() { 0.0 } else { warm.max(lo).min(hi) };
+    let mut t = if side > 0.0 { warm.min(0.0) } else { warm.max(0.0) };
     for iteration in 1..=LOGISTIC_MAX_ITERATIONS {
         let e = (-t.abs()).exp();
-        // sigmoid(t), from the same exp as the curvature below.
-        let s = if t >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) };
-        let h = t + my + q * (s - b0);
+        // sigmoid(-|t|), from the same exp as the curvature below.
+        let r = e / (1.0 + e);
+        // sigmoid(t) - b0 without cancellation: for t >= 0 as (1 - b0) - sigmoid(-t), since
+        // 1 - sigmoid(t) rounds to a multiple of 1.1e-16 and q of 1e12 would turn that into
+        // an error of 1e-4 in h, which made the iterates crawl (hundreds of steps at b0 = 1).
+        let h = t + my + q * if t >= 0.0 { (1.0 - b0) - r } else { r - b0 };
         if h == 0.0 {
             return (t, iteration);
         }
-        if h < 0.0 {
-            lo = t;
-        } else {
-            hi = t;
-        }
-        let curvature = e / ((1.0 + e) * (1.0 + e)); // sigmoid(t) (1 - sigmoid(t))
+        let curvature = r / (1.0 + e); // sigmoid(t) (1 - sigmoid(t))
         let newton = t - h / (1.0 + q * curvature);
-        // Converged: tested before the bracket, because at the root `t` itself has just
-        // become an end of the bracket (h rounds to one side of 0), and a Newton step onto
-        // that end is not "inside" it — bisecting from there cost ~35 wasted halvings on
-        // most calls (24 iterations on average on a9a, 3.7 with this order).
-        if (newton - t).abs() <= f64::EPSILON * t.abs().max(1.0) {
-            return (newton, iteration);
+        // Kept on the root's side of 0, where h's curvature has one sign.
+        let next = if side > 0.0 { newton.min(0.0) } else { newton.max(0.0) };
+        // After the first step every iterate is between the root and 0, so steps go away
+        // from 0; a step back towards 0 means `h` has rounded to the other sign: `t` is the
+        // root to rounding.
+        if iteration > 1 && (next - t) * side > 0.0 {
+            return (t, iteration);
         }
-        let next = if newton > lo && newton < hi { newton } else { 0.5 * (lo + hi) };
-        if next == lo || next == hi {
+        if (next - t).abs() <= f64::EPSILON * t.abs().max(1.0) {
             return (next, iteration);
         }
         t = next;
@@ -213,7 +229,7 @@ mod tests {
 
         #[test]
         fn sdca_step_maximizes_its_one_dimensional_problem(
-            b0 in 0f64..=1.0, m in -30f64..30.0, q in prop_oneof![Just(0.0), 1e-6f64..1e3],
+            b0 in 0f64..=1.0, m in -30f64..30.0, q in prop_oneof![Just(0.0), 1e-6f64..1e3, 1e3f64..1e15],
             positive in any::<bool>(), which in 0usize..3, squared_alpha in -5f64..5.0,
         ) {
             let loss = LOSSES[which];
@@ -261,6 +277,36 @@ mod tests {
         }
         let mean = total as f64 / calls as f64;
         assert!(mean <= 6.0 && worst <= 40, "mean {mean} iterations, worst {worst}");
+    }
+
+    /// Rows of norm 1e5 and more give `q` of 1e10 and more (UCI Adult's raw columns). The
+    /// first input is a step of linea's CoCoA on Adult: the old bracketed Newton returned
+    /// `b` = 0.97 for a root at 4.7e-11 and lowered the dual by 1e10. At `b0` = 1 rounding
+    /// in `sigmoid(t) - b0` once made the iterates crawl for hundreds of steps.
+    #[test]
+    fn logistic_step_is_exact_for_rows_of_huge_norm() {
+        let mut cases = vec![(0.0, -3.6384626972997105, 583601702751.0817)];
+        for b0 in [0.0, 1e-300, 1e-12, 0.3, 0.5, 1.0 - 1e-12, 1.0] {
+            for my in [-1e9, -1e6, -30.0, -3.6, 0.0, 0.01, 3.6, 30.0, 1e6, 1e9] {
+                for q in [1e8, 1e10, 5.8e11, 1e14, 1e20] {
+                    cases.push((b0, my, q));
+                }
+            }
+        }
+        for (b0, my, q) in cases {
+            let (t, iterations) = logistic_logit_counted(b0, my, q);
+            let at = format!("b0={b0} my={my} q={q}: t={t} after {iterations}");
+            assert!(iterations <= 60, "{at}");
+            // The step is the maximizer: no better b nearby, and no worse than staying.
+            let objective = |b: f64| -Loss::Logistic.conjugate(1.0, -b) - my * (b - b0) - q * (b - b0) * (b - b0) / 2.0;
+            let b = sigmoid(t);
+            let value = objective(b);
+            let tolerance = 1e-12 * (1.0 + value.abs());
+            assert!(value >= objective(b0) - tolerance, "{at}: {value} < {} at b0", objective(b0));
+            for nearby in [sigmoid(t - 1e-3), sigmoid(t + 1e-3), b * 0.999, b + (1.0 - b) * 1e-3] {
+                assert!(value >= objective(nearby) - tolerance, "{at}: {value} < {} at b={nearby}", objective(nearby));
+            }
+        }
     }
 
     #[test]

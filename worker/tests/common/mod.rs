@@ -4,6 +4,7 @@
 
 pub mod job;
 pub mod processes;
+pub mod reference;
 
 use linea_engine::Loss;
 use linea_engine::scd::{Scd, ScdConfig};
