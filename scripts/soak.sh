@@ -23,9 +23,9 @@ scaled="${LINEA_BENCH_SCALED:-$LINEA_CACHE/bench/scaled}"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 input="$scaled/criteo-$rows.tsv"
 if [ ! -s "$input" ]; then
-    cargo build --release --locked -p linea-bench --bin scale-criteo
+    cargo test --release --locked --workspace --no-run --test scale_criteo
     mkdir -p "$scaled"
     "$CARGO_TARGET_DIR/release/scale-criteo" "$data/criteo-sample/train.tsv" "$rows" > "$input.tmp"
     mv "$input.tmp" "$input"
 fi
-LINEA_SOAK_INPUT="$input" cargo test --release --locked -p linea-worker --test chaos_soak -- --ignored --nocapture
+LINEA_SOAK_INPUT="$input" cargo test --release --locked --workspace --test chaos_soak -- --ignored --nocapture
