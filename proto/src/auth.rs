@@ -5,8 +5,7 @@
 //! derives it from its key and the job's uid), travels as `authorization: Bearer ...`, and
 //! is compared in constant time. It is never printed: `Debug` shows a fixed string. It is
 //! the authorization; the channel under it is TLS with the job's certificates
-//! ([`crate::tls`]), so the secret never crosses the network in the clear (docs/architecture.md,
-//! "Security").
+//! ([`crate::tls`]), so the secret never crosses the network in the clear (docs/security.md).
 
 use crate::error::{ProtoError, Result};
 use std::sync::Arc;
