@@ -7,6 +7,8 @@
 #   - `helm template | kubectl apply --dry-run=server` is accepted for the same three value
 #     sets, in a namespace that enforces the `restricted` Pod Security Standard, without a
 #     single PodSecurity warning;
+#   - the NetworkPolicy that opens job masters' /metrics port (9090), as the server would
+#     store it, with metricsFrom empty and set;
 #   - a real `helm install` (CRD from crds/ and every object), then: the stored ClusterRole
 #     holds exactly the operator's permissions and the Role exactly its Lease's, the
 #     Deployment has the hardened pod spec, two replicas get a PodDisruptionBudget,

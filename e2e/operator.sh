@@ -665,14 +665,15 @@ args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.mode
   --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm-master-tls/token" \
   --tls-dir="$STATE/svm-master-tls" --metrics-listen="$svm_metrics")"
 mapfile -t master_args <<<"$args_text"
-# as_pod <command...>: with the storage variables the pods get from the s3-creds Secret.
-as_pod() { AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" "$@"; }
-LINEA_TERMINATION_LOG="$STATE/svm.termination" as_pod "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
+# With the storage variables the pods get from the s3-creds Secret (env execs the command,
+# so $! is the process itself).
+as_pod=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY")
+LINEA_TERMINATION_LOG="$STATE/svm.termination" "${as_pod[@]}" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
 MASTER_PID=$!
 args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
   --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-as_pod "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
+"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
 WORKER_PID=$!
 svm_epoch_2() { "$LINEA_BIN" status $(as_member svm) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 svm_epoch_2
@@ -701,7 +702,7 @@ check "the gap the running cocoa master reports is polled into status.progress.d
 args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
   --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-as_pod "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
+"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
 OTHER_WORKER_PID=$!
 master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
 check "the cocoa master runs to the end" until_ok 300 master_done
