@@ -7,6 +7,8 @@
 #   - `helm template | kubectl apply --dry-run=server` is accepted for the same three value
 #     sets, in a namespace that enforces the `restricted` Pod Security Standard, without a
 #     single PodSecurity warning;
+#   - the NetworkPolicy that opens job masters' /metrics port (9090), as the server would
+#     store it, with metricsFrom empty and set;
 #   - a real `helm install` (CRD from crds/ and every object), then: the stored ClusterRole
 #     holds exactly the operator's permissions and the Role exactly its Lease's, the
 #     Deployment has the hardened pod spec, two replicas get a PodDisruptionBudget,
@@ -173,7 +175,7 @@ dry_run "helm template | kubectl apply --dry-run=server (2 replicas: a PodDisrup
   "$BASE poddisruptionbudget.policy/linea-operator" --set replicaCount=2
 dry_run "helm template | kubectl apply --dry-run=server (networkPolicy + metrics Service)" \
   "$BASE service/linea-operator-metrics networkpolicy.networking.k8s.io/linea-operator
-   networkpolicy.networking.k8s.io/linea-jobs" "${OPTIONS[@]}"
+   networkpolicy.networking.k8s.io/linea-jobs networkpolicy.networking.k8s.io/linea-job-metrics" "${OPTIONS[@]}"
 # No key Secret (an existing one is named); ml-linea-jobs is in two namespaces.
 dry_run "helm template | kubectl apply --dry-run=server (every value set)" \
   "serviceaccount/linea-controller clusterrole.rbac.authorization.k8s.io/ml-linea-operator
@@ -181,8 +183,48 @@ dry_run "helm template | kubectl apply --dry-run=server (every value set)" \
    role.rbac.authorization.k8s.io/ml-linea-operator rolebinding.rbac.authorization.k8s.io/ml-linea-operator
    poddisruptionbudget.policy/ml-linea-operator
    service/ml-linea-operator-metrics networkpolicy.networking.k8s.io/ml-linea-operator
-   networkpolicy.networking.k8s.io/ml-linea-jobs networkpolicy.networking.k8s.io/ml-linea-jobs" \
+   networkpolicy.networking.k8s.io/ml-linea-jobs networkpolicy.networking.k8s.io/ml-linea-jobs
+   networkpolicy.networking.k8s.io/ml-linea-job-metrics networkpolicy.networking.k8s.io/ml-linea-job-metrics" \
   -f "$FULL_VALUES"
+
+# The job masters' own /metrics (port 9090, the operator's MASTER_METRICS_PORT): one policy
+# per job namespace that selects masters only and opens that port only, to metricsFrom (all
+# sources when it is empty). Read back from the server (dry run), so it is what would be stored.
+check_master_metrics_policy() {
+  local out
+  out="$(render "$@" --show-only templates/networkpolicy.yaml | k apply --dry-run=server -o json -f -)" || return 1
+  python3 -c '
+import json, sys
+values, want_ns, want_from = sys.stdin.read(), sys.argv[1].split(","), json.loads(sys.argv[2])
+decoder, items, at = json.JSONDecoder(), [], 0
+while at < len(values.strip()):
+    obj, end = decoder.raw_decode(values.strip(), at)
+    items.extend(obj.get("items", [obj]) if obj.get("kind") == "List" else [obj])
+    at = end
+    while at < len(values.strip()) and values.strip()[at].isspace():
+        at += 1
+policies = [p for p in items if p["metadata"]["name"].endswith("-job-metrics")]
+got_ns = sorted(p["metadata"]["namespace"] for p in policies)
+if got_ns != sorted(want_ns):
+    sys.exit(f"job-metrics policies in {got_ns}, want {want_ns}")
+rule = {"ports": [{"port": 9090, "protocol": "TCP"}]}
+if want_from:
+    rule["from"] = want_from
+for p in policies:
+    spec = p["spec"]
+    selector = spec["podSelector"]["matchLabels"]
+    if selector != {"app.kubernetes.io/managed-by": "linea-operator", "linea.io/role": "master"}:
+        sys.exit(f"selector {selector}")
+    if spec["policyTypes"] != ["Ingress"] or spec["ingress"] != [rule]:
+        sys.exit("%s: %s" % (p["metadata"]["namespace"], spec))
+' "$NS_LIST" "$FROM" <<<"$out"
+}
+NS_LIST="$NS" FROM='[]' check "NetworkPolicy: job masters' metrics port 9090 open to any source (metricsFrom empty), masters only" \
+  check_master_metrics_policy "${OPTIONS[@]}"
+NS_LIST="linea-system,$OTHER_NS" \
+  FROM='[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}},{"ipBlock":{"cidr":"10.0.0.0/8"}}]' \
+  check "NetworkPolicy: job masters' metrics port 9090 open to metricsFrom only, in every job namespace" \
+  check_master_metrics_policy -f "$FULL_VALUES"
 
 # --- helm install for real ---------------------------------------------------------------------
 if out="$(helm install "$RELEASE" "$CHART" --namespace "$NS" 2>&1)"; then

@@ -35,6 +35,10 @@
 # named like its pods, the master scales in 4 -> 1, exactly the released pods are deleted
 # once they exited (the others stay), status.elastic / workers.desired / Scaling / the
 # ElasticScaleIn event follow, and the model equals `linea train` with the same settings.
+# The cocoa master pod has its metrics port (9090, `metrics`) and scrape annotations, and its
+# hand-run master's /metrics agrees with `linea status`. Last, no secret anywhere: every
+# pod, Event, TrainingJob, operator log and command line, and every hand-run process's log
+# is searched for every job token, the operator key, the S3 keys and any private key.
 # Throughout, two operator replicas run (e2e/operator-leader.sh): only the Lease holder
 # reconciles; kill -9 of it while a job trains hands the job to the standby within the lease
 # duration with the same pods; the new leader drains a worker within a second of its node's
@@ -599,8 +603,13 @@ start_operator operator-c "$STATE/operator.log" "$metrics_port"
 OPERATOR_PID="$STARTED_PID"
 check "a replica started after the release leads at once, not after the lease duration" leads_at_once "$started"
 COCOA_GAP=1e-4
+# Its storage credentials come from a Secret (the pods get secretKeyRefs); the processes run
+# here get the same variables, so the secret grep at the end would see them leak.
+S3_ACCESS_KEY=e2e-s3-access-key-0a1b2c S3_SECRET_KEY=e2e-s3-secret-key-9f8e7d6c5b4a
+k -n ml create secret generic s3-creds --from-literal=AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" \
+  --from-literal=AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" >/dev/null
 job_yaml svm "algorithm: {cocoa: {loss: logistic, l2: 1, localPasses: 1, gapTolerance: $COCOA_GAP, maxEpochs: 5000, seed: 3}}" \
-  'workers: {replicas: 2}' | k apply -f - >/dev/null
+  'workers: {replicas: 2}' "storage: {endpoint: 'http://127.0.0.1:1', credentialsSecretName: s3-creds}" | k apply -f - >/dev/null
 svm_objects() { [ "$(k -n ml get pods,services -l linea.io/job-name=svm -o name | sort | tr '\n' ' ')" = "pod/svm-master pod/svm-worker-0 pod/svm-worker-1 service/svm-master " ]; }
 check "a cocoa TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 svm_objects
 # local_args <pod> <flag>=<value>...: the pod's container args, one per line, with each
@@ -628,6 +637,22 @@ svm_master_args() {
 check "the master pod runs linea master --algorithm cocoa with the job's loss, l2, gap tolerance and one slot per worker" svm_master_args
 svm_worker_args() { for w in 0 1; do has_args "svm-worker-$w" worker --master svm-master.ml.svc:7070 || return 1; done; }
 check "the worker pods run linea worker against the master's Service" svm_worker_args
+s3_from_secret() {
+  local p
+  for p in svm-master svm-worker-0 svm-worker-1; do
+    equals "pod/$p" '{.spec.containers[0].env[?(@.name=="AWS_SECRET_ACCESS_KEY")].valueFrom.secretKeyRef.name}/{.spec.containers[0].env[?(@.name=="AWS_SECRET_ACCESS_KEY")].value}' \
+      s3-creds/ || { echo "$p env: $(jp "pod/$p" '{.spec.containers[0].env}')"; return 1; }
+  done
+}
+check "its pods take the S3 keys from the s3-creds Secret (secretKeyRef), never as a value" s3_from_secret
+master_metrics_port() {
+  equals pod/svm-master '{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' 9090 &&
+    has_args svm-master --metrics-listen 0.0.0.0:9090 &&
+    equals pod/svm-master '{.metadata.annotations.prometheus\.io/scrape}/{.metadata.annotations.prometheus\.io/port}/{.metadata.annotations.prometheus\.io/path}' \
+      true/9090//metrics || { echo "master pod: $(jp pod/svm-master '{.metadata.annotations} {.spec.containers[0].ports}')"; false; }
+}
+check "the master pod serves its metrics on containerPort 'metrics' (9090) with prometheus.io scrape annotations" \
+  master_metrics_port
 
 job_tls svm master "$STATE/svm-master-tls"
 job_tls svm client "$STATE/svm-client-tls"
@@ -635,19 +660,40 @@ job_tls svm client "$STATE/svm-client-tls"
 # tokio binds, so connections in TIME_WAIT do not count).
 port_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7070))'; }
 until_ok 30 port_free
+svm_metrics="127.0.0.1:$(free_port)"
 args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.model" \
   --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm-master-tls/token" \
-  --tls-dir="$STATE/svm-master-tls")"
+  --tls-dir="$STATE/svm-master-tls" --metrics-listen="$svm_metrics")"
 mapfile -t master_args <<<"$args_text"
-LINEA_TERMINATION_LOG="$STATE/svm.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
+# With the storage variables the pods get from the s3-creds Secret (env execs the command,
+# so $! is the process itself).
+as_pod=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY")
+LINEA_TERMINATION_LOG="$STATE/svm.termination" "${as_pod[@]}" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
 MASTER_PID=$!
 args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
   --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-"$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
+"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
 WORKER_PID=$!
 svm_epoch_2() { "$LINEA_BIN" status $(as_member svm) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 svm_epoch_2
+# The master's own /metrics (the pod's --metrics-listen, made local): its epoch lies between
+# two `linea status` calls around the scrape, and a cocoa run exports its duality gap.
+status_epoch() { "$LINEA_BIN" status $(as_member svm) | python3 -c 'import json, sys; print(json.load(sys.stdin)["epoch"])'; }
+master_metrics_agree() {
+  local before scraped after
+  before="$(status_epoch)" && scraped="$(curl -sf "http://$svm_metrics/metrics")" && after="$(status_epoch)" || return 1
+  python3 -c 'import sys
+before, text, after = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+samples = dict(l.rsplit(" ", 1) for l in text.splitlines() if l and not l.startswith("#"))
+epoch = float(samples["linea_master_epoch"])
+ok = before <= epoch <= after and float(samples["linea_master_duality_gap{kind=\"relative\"}"]) > 0 \
+  and samples["linea_master_phase{phase=\"training\"}"] == "1" and float(samples["linea_master_workers{state=\"active\"}"]) >= 1
+sys.exit(0 if ok else f"status epochs {before}..{after}, metrics:\n{text}")' "$before" "$scraped" "$after" &&
+    echo "note: epoch $before <= $(sed -n 's/^linea_master_epoch //p' <<<"$scraped") <= $after"
+}
+check "the master serves /metrics on the pod's --metrics-listen port: epoch between two linea status calls, the gap" \
+  master_metrics_agree
 k -n ml patch pod svm-master --subresource=status --type=merge \
   -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
 gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
@@ -656,7 +702,7 @@ check "the gap the running cocoa master reports is polled into status.progress.d
 args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
   --tls-dir="$STATE/svm-client-tls")"
 mapfile -t worker_args <<<"$args_text"
-"$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
+"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
 OTHER_WORKER_PID=$!
 master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
 check "the cocoa master runs to the end" until_ok 300 master_done
@@ -702,7 +748,7 @@ job_tls shrink client "$STATE/shrink-client-tls"
 until_ok 30 port_free
 args_text="$(local_args shrink-master --data="$STATE/grid" --model="$STATE/shrink.model" \
   --checkpoint="$STATE/shrink.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/shrink-master-tls/token" \
-  --tls-dir="$STATE/shrink-master-tls")"
+  --tls-dir="$STATE/shrink-master-tls" --metrics-listen=127.0.0.1:0)"
 mapfile -t master_args <<<"$args_text"
 LINEA_TERMINATION_LOG="$STATE/shrink.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/shrink-master.log" 2>&1 &
 MASTER_PID=$!
@@ -764,7 +810,7 @@ train_args="$(python3 -c 'import sys
 args, out, skip = sys.argv[2:], [], False
 for i, a in enumerate(args):
     if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir"): skip = True; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen"): skip = True; continue
     out.append(a)
 out[0] = "train"
 out[out.index("--model") + 1] = sys.argv[1]
@@ -773,3 +819,62 @@ mapfile -t train_args <<<"$train_args"
 "$LINEA_BIN" --quiet "${train_args[@]}" --threads 2 >"$STATE/shrink-train.log" 2>&1
 check "the elastic job's model equals linea train with the same settings, bit for bit" \
   cmp "$STATE/shrink.model" "$STATE/shrink-reference.model"
+
+# ---- No secret outside its Secret (issue 18). Everything a user of the cluster or of this
+# machine can read is searched for every secret this run made or used: the token of every job
+# that left an event (the HMAC of its uid under the operator key, computed here as the
+# operator does), the token files read from the jobs' Secrets, the operator key, the S3 keys
+# of the s3-creds Secret, and every private key (the PEM lines of the job keys read from the
+# Secrets, and any "PRIVATE KEY" header). Searched: every pod object (args, env, annotations,
+# status), every Event, every TrainingJob (spec and status), the operator replicas' logs and
+# command lines, and the logs and termination messages of the masters and workers run here.
+# Env values must come from secretKeyRef / fieldRef: a literal value is allowed only for the
+# storage settings that are no secret.
+k get pods -A -o json >"$STATE/all-pods.json"
+k get events -A -o json >"$STATE/all-events.json"
+k get trainingjobs -A -o json >"$STATE/all-trainingjobs.json"
+for pid in "$OPERATOR_PID" "$STANDBY_PID"; do
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" >"$STATE/operator-$pid.cmdline"
+done
+secret_files=("$STATE"/*-tls/token "$STATE"/*-tls/*.key)
+searched=("$STATE"/all-pods.json "$STATE"/all-events.json "$STATE"/all-trainingjobs.json "$STATE"/operator*.log
+  "$STATE"/operator-*.cmdline "$STATE"/master.log "$STATE"/poll-*.log "$STATE"/once-*.log "$STATE"/svm-*.log
+  "$STATE"/shrink-*.log "$STATE"/*.termination)
+no_secret_anywhere() {
+  python3 - "$STATE/all-events.json" "$STATE/all-pods.json" e2e-operator-key-0123456789 "$S3_ACCESS_KEY" "$S3_SECRET_KEY" \
+    "${#secret_files[@]}" "${secret_files[@]}" "${searched[@]}" <<'PY'
+import hashlib, hmac, json, os, sys
+events, pods, operator_key, access_key, secret_key, count = sys.argv[1:7]
+files, searched = sys.argv[7:7 + int(count)], [p for p in sys.argv[7 + int(count):] if os.path.exists(p)]
+uids = {e["involvedObject"].get("uid") for e in json.load(open(events))["items"]
+        if e["involvedObject"].get("kind") == "TrainingJob"} - {None}
+secrets = {f"token of job {uid}": hmac.new(operator_key.encode(), uid.encode(), hashlib.sha256).hexdigest() for uid in uids}
+secrets.update({"the operator key": operator_key, "the S3 access key": access_key, "the S3 secret key": secret_key})
+for f in files:
+    text = open(f).read().strip()
+    if "PRIVATE KEY" in text:
+        for i, line in enumerate(l for l in text.splitlines() if not l.startswith("-----")):
+            secrets[f"line {i} of {f}"] = line
+    else:
+        secrets[f] = text
+secrets["a PEM private key header"] = "PRIVATE KEY"
+problems = []
+for path in searched:
+    text = open(path, errors="replace").read()
+    problems += [f"{name} in {path}" for name, value in secrets.items() if len(value) >= 11 and value in text]
+literal_ok = {"AWS_ENDPOINT_URL", "AWS_REGION", "LINEA_S3_PATH_STYLE"}
+for pod in json.load(open(pods))["items"]:
+    for c in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
+        for e in c.get("env", []):
+            source = e.get("valueFrom", {})
+            if "value" in e and e["name"] not in literal_ok or source and not ({"secretKeyRef", "fieldRef"} & source.keys()):
+                problems.append(f"pod {pod['metadata']['name']}: env {e['name']} is {e}")
+if len(uids) < 5 or not any("once" in f for f in files):
+    problems.append(f"too little to search for: {len(uids)} job uids, files {files}")
+print(f"note: {len(secrets)} secrets ({len(uids)} job tokens) searched for in {len(searched)} files: none found"
+      if not problems else "\n".join(problems))
+sys.exit(1 if problems else 0)
+PY
+}
+check "no job token, operator key, S3 key or private key in any pod, event, TrainingJob, or log, nor in a command line" \
+  no_secret_anywhere

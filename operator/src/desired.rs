@@ -25,6 +25,9 @@ use std::collections::BTreeMap;
 
 pub const MASTER_PORT: i32 = 7070;
 pub const WORKER_PORT: i32 = 7071;
+/// The master's own Prometheus `/metrics` (plain HTTP, progress only: `linea master
+/// --metrics-listen`). charts/linea's NetworkPolicy opens it (`linea.masterMetricsPort`).
+pub const MASTER_METRICS_PORT: i32 = 9090;
 pub const LABEL_JOB: &str = "linea.io/job-name";
 pub const LABEL_ROLE: &str = "linea.io/role";
 pub const LABEL_INDEX: &str = "linea.io/worker-index";
@@ -449,6 +452,8 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         secret_file(),
         "--tls-dir".into(),
         SECRET_DIR.into(),
+        "--metrics-listen".into(),
+        format!("0.0.0.0:{MASTER_METRICS_PORT}"),
     ];
     let params: Vec<(&str, String)> = match &spec.algorithm {
         Algorithm::Scd(p) => vec![
@@ -524,7 +529,31 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         tolerations: spec.master.tolerations.clone(),
         affinity: None,
     };
-    pod(job, options, parts)
+    let mut pod = pod(job, options, parts);
+    expose_metrics(&mut pod);
+    pod
+}
+
+/// The master's metrics port, named `metrics`, and the `prometheus.io/*` annotations a
+/// Prometheus with the usual pod scrape config follows. The job's own `podMetadata`
+/// annotations win (`prometheus.io/scrape: "false"` turns the scrape off).
+fn expose_metrics(pod: &mut Pod) {
+    let annotations = pod.metadata.annotations.get_or_insert_default();
+    for (key, value) in [
+        ("prometheus.io/scrape", "true".to_string()),
+        ("prometheus.io/port", MASTER_METRICS_PORT.to_string()),
+        ("prometheus.io/path", "/metrics".to_string()),
+    ] {
+        annotations.entry(key.into()).or_insert(value);
+    }
+    let containers = pod.spec.as_mut().map(|s| s.containers.as_mut_slice()).unwrap_or_default();
+    for container in containers {
+        container.ports.get_or_insert_default().push(ContainerPort {
+            name: Some("metrics".into()),
+            container_port: MASTER_METRICS_PORT,
+            ..Default::default()
+        });
+    }
 }
 
 pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod {
@@ -853,7 +882,7 @@ pub mod tests {
             args,
             "master --data s3://data/g --model s3://models/x --checkpoint s3://models/x.checkpoint \
              --listen 0.0.0.0:7070 --secret-file /var/run/linea/secret/token --tls-dir /var/run/linea/secret \
-             --loss logistic --l2 1 --l1 0 --epochs 100 --tolerance 0.000000001"
+             --metrics-listen 0.0.0.0:9090 --loss logistic --l2 1 --l1 0 --epochs 100 --tolerance 0.000000001"
         );
     }
 
@@ -941,6 +970,107 @@ pub mod tests {
             job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\nworkers: {replicas: 3}\n");
         plain.status.as_mut().unwrap().elastic = Some(linea_crds::ElasticStatus { slots: 16, ..Default::default() });
         assert!(args_of(&plain).ends_with("--slots 3"));
+    }
+
+    #[test]
+    fn the_master_exposes_its_metrics_port_with_scrape_annotations() {
+        let master = master_pod(&job(SPEC), &options());
+        let args = args(&master).join(" ");
+        assert!(args.contains(&format!("--metrics-listen 0.0.0.0:{MASTER_METRICS_PORT}")), "{args}");
+        let ports = master.spec.as_ref().unwrap().containers[0].ports.clone().unwrap();
+        let named: Vec<(Option<&str>, i32)> = ports.iter().map(|p| (p.name.as_deref(), p.container_port)).collect();
+        assert_eq!(named, [(Some("grpc"), MASTER_PORT), (Some("metrics"), MASTER_METRICS_PORT)]);
+        let annotations = master.metadata.annotations.unwrap();
+        assert_eq!(annotations["prometheus.io/scrape"], "true");
+        assert_eq!(annotations["prometheus.io/port"], MASTER_METRICS_PORT.to_string());
+        assert_eq!(annotations["prometheus.io/path"], "/metrics");
+        // Workers serve no metrics: no port, no annotations.
+        let worker = worker_pod(&job(SPEC), 0, &options());
+        assert!(worker.metadata.annotations.is_none());
+        let ports = worker.spec.unwrap().containers[0].ports.clone().unwrap();
+        assert!(ports.iter().all(|p| p.name.as_deref() != Some("metrics")), "{ports:?}");
+        // The job's own annotations win: a job can turn the scrape off.
+        let off = job(&format!("{SPEC}podMetadata: {{annotations: {{prometheus.io/scrape: 'false', cost: x}}}}\n"));
+        let annotations = master_pod(&off, &options()).metadata.annotations.unwrap();
+        assert_eq!((annotations["prometheus.io/scrape"].as_str(), annotations["cost"].as_str()), ("false", "x"));
+    }
+
+    /// What the restricted Pod Security Standard asks, and no API credentials: every job pod
+    /// (master, workers) runs non-root with seccomp RuntimeDefault, no capabilities, no
+    /// privilege escalation, a read-only root, no service-account token and no service links.
+    #[test]
+    fn every_job_pod_is_hardened_and_holds_no_api_token() {
+        let job = job(SPEC);
+        for pod in [master_pod(&job, &options()), worker_pod(&job, 1, &options())] {
+            let spec = pod.spec.unwrap();
+            let ps = spec.security_context.unwrap();
+            assert_eq!(ps.seccomp_profile.unwrap().type_, "RuntimeDefault");
+            assert_eq!((ps.run_as_non_root, ps.run_as_user), (Some(true), Some(65532)));
+            assert_eq!((spec.automount_service_account_token, spec.enable_service_links), (Some(false), Some(false)));
+            for c in spec.containers {
+                let sc = c.security_context.unwrap();
+                assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
+                assert_eq!(sc.allow_privilege_escalation, Some(false));
+                assert_eq!(sc.read_only_root_filesystem, Some(true));
+                assert_eq!(sc.privileged, None);
+            }
+        }
+    }
+
+    /// The chart's NetworkPolicy opens the port the master serves its metrics on.
+    #[test]
+    fn the_charts_master_metrics_port_is_the_operators() {
+        let helpers = include_str!("../../charts/linea/templates/_helpers.tpl");
+        let define = helpers.split("{{- define \"linea.masterMetricsPort\" -}}").nth(1).expect("the chart defines it");
+        let port = define.lines().map(str::trim).find(|l| !l.is_empty()).unwrap();
+        assert_eq!(port, MASTER_METRICS_PORT.to_string());
+    }
+
+    /// No secret in a pod's arguments (every user of the node sees them in the process
+    /// list) or as a literal environment value (in the pod object, readable with `get pods`):
+    /// the token and keys are mounted files, the S3 keys `secretKeyRef`s.
+    #[test]
+    fn no_pod_carries_a_secret_in_its_arguments_or_a_literal_environment_value() {
+        let options = options();
+        let job = job(SPEC);
+        let secret = job_secret(&fresh(SPEC), &options).unwrap();
+        let values: Vec<String> = secret.string_data.unwrap().into_values().collect();
+        let token = job_token(&options.operator_key, "0f5e-uid");
+        assert!(values.contains(&token) && values.iter().any(|v| v.contains("PRIVATE KEY")));
+        let operator_key = String::from_utf8(options.operator_key.clone()).unwrap();
+        let pods = [master_pod(&job, &options), worker_pod(&job, 0, &options), worker_pod(&job, 2, &options)];
+        for pod in pods {
+            let name = pod.metadata.name.clone().unwrap();
+            for c in pod.spec.unwrap().containers {
+                let args = c.args.unwrap_or_default().join(" ");
+                let literal_env: Vec<String> = c
+                    .env
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|e| {
+                        let from = e.value_from.as_ref();
+                        let allowed = from.is_some_and(|f| f.secret_key_ref.is_some() || f.field_ref.is_some());
+                        // Literal values: only the non-secret storage settings.
+                        assert!(
+                            allowed
+                                || ["AWS_ENDPOINT_URL", "AWS_REGION", "LINEA_S3_PATH_STYLE"].contains(&e.name.as_str()),
+                            "{name}: {} is a literal value",
+                            e.name
+                        );
+                        e.value
+                    })
+                    .collect();
+                for text in [args, literal_env.join(" ")] {
+                    assert!(!text.contains(&operator_key), "{name}: the operator key in {text}");
+                    for value in &values {
+                        // Every line of the Secret's values (a PEM's lines one by one).
+                        for line in value.lines().filter(|l| l.len() >= 16 && !l.starts_with("-----")) {
+                            assert!(!text.contains(line), "{name}: a Secret value in {text}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn args_of(job: &TrainingJob) -> String {

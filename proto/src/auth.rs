@@ -5,8 +5,7 @@
 //! derives it from its key and the job's uid), travels as `authorization: Bearer ...`, and
 //! is compared in constant time. It is never printed: `Debug` shows a fixed string. It is
 //! the authorization; the channel under it is TLS with the job's certificates
-//! ([`crate::tls`]), so the secret never crosses the network in the clear (docs/architecture.md,
-//! "Security").
+//! ([`crate::tls`]), so the secret never crosses the network in the clear (docs/security.md).
 
 use crate::error::{ProtoError, Result};
 use std::sync::Arc;
@@ -33,8 +32,11 @@ impl JobSecret {
                 "the job secret must be at least 16 printable ASCII characters without spaces".into(),
             ));
         }
-        let value =
+        let mut value: MetadataValue<Ascii> =
             format!("Bearer {secret}").parse().map_err(|_| ProtoError::InvalidSecret("invalid job secret".into()))?;
+        // Shown as "Sensitive" by the header's Debug (a library's debug log of a request),
+        // and never entered into HPACK's compression table.
+        value.set_sensitive(true);
         Ok(Self(Arc::new(value)))
     }
 
@@ -118,6 +120,8 @@ mod tests {
     fn the_secret_is_checked_and_never_shown() {
         let secret = JobSecret::new("0123456789abcdef-secret").unwrap();
         assert!(!format!("{secret:?}").contains("0123456789abcdef"));
+        let attached = secret.attach().call(Request::new(())).unwrap();
+        assert!(!format!("{:?}", attached.metadata()).contains("0123456789abcdef"), "{:?}", attached.metadata());
         let mut check = secret.check();
         assert!(check.call(secret.attach().call(Request::new(())).unwrap()).is_ok());
         let other = JobSecret::new("0123456789abcdef-other").unwrap();

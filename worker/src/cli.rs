@@ -151,6 +151,11 @@ struct TrainArgs {
     /// wanted after the epoch).
     #[arg(long)]
     trace: Option<String>,
+    /// Serve the master's Prometheus metrics (epoch, objective, gap, rows/s, workers,
+    /// checkpoint age) on http://ADDRESS/metrics, e.g. 0.0.0.0:9090 (port 0: any free port).
+    /// Plain HTTP without the job secret: it shows progress only. `train` needs --workers.
+    #[arg(long, value_name = "ADDRESS")]
+    metrics_listen: Option<String>,
 }
 
 impl TrainArgs {
@@ -215,7 +220,19 @@ impl TrainArgs {
             })
             .transpose()?;
         let TrainArgs {
-            data, model, l2, l1, epochs, tolerance, seed, plot, trace, local_passes, gap_tolerance, ..
+            data,
+            model,
+            l2,
+            l1,
+            epochs,
+            tolerance,
+            seed,
+            plot,
+            trace,
+            local_passes,
+            gap_tolerance,
+            metrics_listen,
+            ..
         } = self;
         Ok(train::TrainOptions {
             data,
@@ -239,6 +256,7 @@ impl TrainArgs {
             plot,
             trace,
             workers,
+            metrics_listen,
         })
     }
 }
@@ -508,6 +526,11 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             return Ok(Some(message.to_string()));
         }
         Command::Train { args, threads, workers } => {
+            if workers == 0 && args.metrics_listen.is_some() {
+                return Err(LineaError::Usage(
+                    "--metrics-listen serves a master's metrics: train needs --workers N for one".into(),
+                ));
+            }
             let threads = threads.unwrap_or_else(all_cores);
             let options = args.options(threads, workers)?;
             let summary = train::train(&options, &progress)?;

@@ -48,6 +48,9 @@ pub struct TrainOptions {
     pub trace: Option<String>,
     /// 0: train in this process; N: a master here and N worker processes.
     pub workers: usize,
+    /// Where the master (`linea master`, or `--workers N`'s in-process one) serves its
+    /// `/metrics`; `None`: nowhere.
+    pub metrics_listen: Option<String>,
 }
 
 impl TrainOptions {
@@ -75,6 +78,7 @@ impl TrainOptions {
             plot: None,
             trace: None,
             workers: 0,
+            metrics_listen: None,
         }
     }
 }

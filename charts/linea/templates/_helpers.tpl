@@ -71,3 +71,12 @@ NetworkPolicy for job pods selects on it; the operator pod must never carry it.
 {{- define "linea.jobPodLabel" -}}
 app.kubernetes.io/managed-by: linea-operator
 {{- end }}
+
+{{/*
+Port of a job master's own Prometheus /metrics (plain HTTP, progress only). The operator
+sets it (operator/src/desired.rs MASTER_METRICS_PORT; a unit test there checks that the two
+agree): `linea master --metrics-listen 0.0.0.0:<port>`, containerPort `metrics`.
+*/}}
+{{- define "linea.masterMetricsPort" -}}
+9090
+{{- end }}

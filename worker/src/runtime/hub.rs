@@ -23,6 +23,8 @@ pub struct RunStatus {
     pub scaling: String,
     pub examples_per_second: f64,
     pub error: String,
+    /// When this master last wrote a checkpoint (its `/metrics` exports the age).
+    pub checkpointed: Option<std::time::Instant>,
 }
 
 pub type Outboxes = HashMap<WorkerKey, UnboundedSender<Result<proto::MasterMessage, Status>>>;

@@ -167,6 +167,7 @@ impl<K: Kernel> Server<K> {
                 scaling: String::new(),
                 examples_per_second: 0.0,
                 error: String::new(),
+                checkpointed: None,
             }),
             job: Mutex::new(proto::JobInfo {
                 data: job.data,
@@ -195,6 +196,16 @@ impl<K: Kernel> Server<K> {
                 }),
         );
         Ok(Server { address, hub, kernel, bases, runtime, stop, task })
+    }
+
+    /// Serves the master's `/metrics` ([`super::metrics`]) on `listen` until [`Server::shutdown`];
+    /// returns the bound address (port 0: any free port).
+    pub fn serve_metrics(&self, listen: &str) -> Result<SocketAddr> {
+        let listener = self.runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
+        let address = listener.local_addr().map_err(LineaError::io(listen))?;
+        tracing::info!(%address, "master metrics listening");
+        self.runtime.spawn(super::metrics::serve(listener, self.hub.clone()));
+        Ok(address)
     }
 
     pub fn runner(&self) -> RemoteRunner<K> {
@@ -281,6 +292,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let checkpoints = options.checkpoint.as_deref().map(|c| Checkpoints::open(c, fingerprint(train, layout)));
         let mut checkpoints = checkpoints.transpose()?;
         let (mut version, mut trace) = (0, Vec::new());
+        let mut checkpointed = None;
         match checkpoints.as_mut().map(|c| c.load(&mut algorithm)).transpose()?.flatten() {
             Some(resumed) => {
                 let at = algorithm.progress();
@@ -293,6 +305,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             None => {
                 if let Some(c) = &mut checkpoints {
                     c.save_base(&algorithm, 0, &trace)?;
+                    checkpointed = Some(Instant::now());
                 }
             }
         }
@@ -313,20 +326,28 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             algorithm.mirror(),
             version,
         )?;
-        (self.on_listening)(server.address, AbortHandle(server.hub.clone()));
         let hub = server.hub.clone();
+        hub.set_status(|s| s.checkpointed = checkpointed);
+        if let Some(listen) = &train.metrics_listen {
+            let address = server.serve_metrics(listen)?;
+            progress.always(&format!("master metrics on http://{address}/metrics"));
+        }
+        (self.on_listening)(server.address, AbortHandle(server.hub.clone()));
         let mut runner = server.runner();
         let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
         let scale = layout.manifest.target_scale(train.loss);
         let outcome =
             driver::drive(&mut algorithm, &mut runner, sizes, progress, &mut trace, |algorithm, iteration, trace| {
                 let version = server.bases.version();
+                let mut saved = None;
                 if let Some(c) = &mut checkpoints {
                     c.save(algorithm, iteration, version, trace)?;
+                    saved = Some(Instant::now());
                 }
                 let report = algorithm.progress();
                 hub.dispatch(|s| s.set_desired(report.desired_workers.map(|n| n as usize)));
                 hub.set_status(|s| {
+                    s.checkpointed = saved.or(s.checkpointed);
                     s.iteration += 1;
                     s.epoch = report.epoch;
                     s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));

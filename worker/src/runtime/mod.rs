@@ -12,6 +12,7 @@ pub mod client;
 pub mod embedded;
 pub mod hub;
 pub mod master;
+pub mod metrics;
 pub mod scheduler;
 pub mod wire;
 pub mod worker;

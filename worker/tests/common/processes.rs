@@ -201,3 +201,80 @@ pub fn prepare_grid(dir: &Path, input: &str, format: &str, rows_per_shard: &str)
     ]);
     grid
 }
+
+/// The processes whose parent is `pid` (from /proc/<child>/stat).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after its ')'.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        if after.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            children.push(child);
+        }
+    }
+    children
+}
+
+/// A process's command line as `ps` shows it (arguments joined by spaces).
+pub fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    String::from_utf8_lossy(&raw).replace('\0', " ")
+}
+
+/// A process's environment variable `name`, if set (readable for our own processes).
+pub fn environ(pid: u32, name: &str) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    raw.split(|b| *b == 0)
+        .filter_map(|entry| std::str::from_utf8(entry).ok())
+        .find_map(|entry| entry.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')).map(str::to_string))
+}
+
+/// The base64 lines of every PEM private key in `dir`: what must never show anywhere else.
+pub fn private_key_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if text.contains("PRIVATE KEY-----") {
+            lines.extend(text.lines().filter(|l| !l.starts_with("-----") && l.len() >= 16).map(str::to_string));
+        }
+    }
+    assert!(!lines.is_empty(), "no private key in {}", dir.display());
+    lines
+}
+
+/// Fails if any of `texts` (name, text) holds the secret, a line of a private key, or a
+/// PEM private key header.
+pub fn assert_no_secret(texts: &[(String, String)], secret: &str, key_lines: &[String]) {
+    for (name, text) in texts {
+        assert!(!text.contains(secret), "the job secret is in {name}");
+        assert!(!text.contains("PRIVATE KEY"), "a PEM private key is in {name}");
+        for line in key_lines {
+            assert!(!text.contains(line.as_str()), "private key material is in {name}");
+        }
+    }
+}
+
+/// `GET path` on `address` (plain HTTP/1.1): the status code and the body.
+pub fn http_get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
+}
+
+/// The value of `series` (name and labels, exactly) in a Prometheus text exposition.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Sends `signal` (e.g. "STOP", "CONT", "KILL") to `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    assert!(Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().unwrap().success());
+}
