@@ -158,8 +158,14 @@ mod tests {
         assert_eq!(call(&address, &secret, &member(&certs)).await, None, "the job's own certificate");
         // The right CA but no certificate of one's own: the server wants one.
         let anonymous = Transport::Tls(Tls::without_identity(&certs.ca_cert));
+        // In TLS 1.3 the client's handshake ends before the server checks its certificate, so
+        // the client sees either the server's alert (a refusal, not retried) or, when the
+        // server's close overtakes its first request, a broken connection. Either way no
+        // call gets through.
         let (refused, permanent) = call(&address, &secret, &anonymous).await.expect("no client certificate");
-        assert!(refused.contains("CertificateRequired") && permanent, "{refused}");
+        let alert = refused.contains("CertificateRequired") && permanent;
+        let hung_up = ["transport error", "broken pipe", "connection reset"].iter().any(|s| refused.contains(s));
+        assert!(alert || hung_up, "{refused}");
         // Another job's certificates: the client does not trust the server's CA (nor it the client's).
         let (refused, permanent) = call(&address, &secret, &member(&job("other"))).await.expect("another CA");
         assert!(refused.contains("invalid peer certificate: UnknownIssuer") && permanent, "{refused}");
