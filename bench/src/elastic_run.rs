@@ -18,8 +18,11 @@ use std::time::Instant;
 pub struct Setting {
     /// Slots the run starts with.
     pub slots: u32,
-    /// Elastic: scale in (Chicle's defaults N = 2, d = 1.25, m = 4) down to this many slots.
+    /// Elastic: scale in down to this many slots, by `factor` (m) when the short-term rate
+    /// times `threshold` (d) falls below the long-term one (window N = 2; Chicle: m = 4, d = 1.25).
     pub elastic_min: Option<u32>,
+    pub factor: u32,
+    pub threshold: f64,
     /// Threads of the in-process pool (the wall clock is real only for threads >= slots).
     pub threads: usize,
 }
@@ -78,7 +81,9 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
     let err = |e: linea_engine::EngineError| e.to_string();
     let mut config = CocoaConfig::new(Loss::Hinge, l2, setting.slots, 1, budget.epochs, budget.gap, 0).map_err(err)?;
     if let Some(min) = setting.elastic_min {
-        config = config.with_elastic(ElasticConfig::chicle(min, Clock::Wall).map_err(err)?).map_err(err)?;
+        config = config
+            .with_elastic(ElasticConfig::new(min, setting.factor, 2, setting.threshold, Clock::Wall).map_err(err)?)
+            .map_err(err)?;
     }
     let slot_seconds = SlotSeconds::default();
     let master_started = thread_cpu_seconds();

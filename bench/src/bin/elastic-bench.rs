@@ -2,7 +2,8 @@
 //! gaps for static K in {1, 2, 4, 8, 16} and elastic 16 -> 1 and 16 -> 2, hinge loss,
 //! on prepared grids. Run by `bench/elastic-bench.sh`, which documents the sets.
 //!
-//! `elastic-bench [--lambda 0.01] [--wall-budget S] [--sim-budget S] NAME=GRID ...`
+//! `elastic-bench [--lambda 0.01] [--wall-budget S] [--sim-budget S] [--static 1,2,4,8,16]
+//!  [--elastic-factor 4] [--elastic-threshold 1.25] NAME=GRID ...`
 //!
 //! Chicle's `lambda` is that of CoCoA's `(1/n) sum loss + (lambda/2) |w|^2`; times `n` that
 //! is linea's `sum loss + l2 |w|^2` with `l2 = lambda n / 2` (same minimizer, same relative
@@ -19,6 +20,11 @@ const TARGETS: [f64; 3] = [1e-4, 1e-5, 1e-6];
 struct Args {
     lambda: f64,
     budget: Budget,
+    /// Static slot counts to run (default 1, 2, 4, 8, 16).
+    statics: Vec<u32>,
+    /// The elastic policy's m and d (default Chicle's 4 and 1.25).
+    factor: u32,
+    threshold: f64,
     sets: Vec<(String, String)>,
 }
 
@@ -26,6 +32,9 @@ fn parse() -> Result<Args, String> {
     let mut args = Args {
         lambda: 0.01,
         budget: Budget { gap: 1e-6, sim_seconds: 60.0, wall_seconds: 60.0, epochs: 100_000 },
+        statics: vec![1, 2, 4, 8, 16],
+        factor: 4,
+        threshold: 1.25,
         sets: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -39,6 +48,13 @@ fn parse() -> Result<Args, String> {
             "--lambda" => args.lambda = number(it.next(), "--lambda")?,
             "--wall-budget" => args.budget.wall_seconds = number(it.next(), "--wall-budget")?,
             "--sim-budget" => args.budget.sim_seconds = number(it.next(), "--sim-budget")?,
+            "--elastic-factor" => args.factor = number(it.next(), "--elastic-factor")? as u32,
+            "--elastic-threshold" => args.threshold = number(it.next(), "--elastic-threshold")?,
+            "--static" => {
+                let list = it.next().unwrap_or_default();
+                let parsed: Option<Vec<u32>> = list.split(',').map(|k| k.parse().ok().filter(|&k| k > 0)).collect();
+                args.statics = parsed.ok_or(format!("--static needs slot counts like 1,2,4, got {list:?}"))?;
+            }
             _ => {
                 let (name, grid) = arg.split_once('=').ok_or(format!("expected NAME=GRID, got {arg:?}"))?;
                 args.sets.push((name.to_string(), grid.to_string()));
@@ -46,16 +62,18 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.sets.is_empty() {
-        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] NAME=GRID ...".into());
+        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] NAME=GRID ...".into());
     }
     Ok(args)
 }
 
-fn settings() -> Vec<Setting> {
-    let mut all: Vec<Setting> =
-        [1, 2, 4, 8, 16].iter().map(|&k| Setting { slots: k, elastic_min: None, threads: k.min(2) as usize }).collect();
-    all.push(Setting { slots: 16, elastic_min: Some(1), threads: 2 });
-    all.push(Setting { slots: 16, elastic_min: Some(2), threads: 2 });
+fn settings(args: &Args) -> Vec<Setting> {
+    let (factor, threshold) = (args.factor, args.threshold);
+    let one =
+        |slots: u32, elastic_min| Setting { slots, elastic_min, factor, threshold, threads: slots.min(2) as usize };
+    let mut all: Vec<Setting> = args.statics.iter().map(|&k| one(k, None)).collect();
+    all.push(one(16, Some(1)));
+    all.push(one(16, Some(2)));
     all
 }
 
@@ -108,13 +126,19 @@ fn main() {
         });
         let rows = loaded.grid.rows();
         let l2 = args.lambda * rows as f64 / 2.0;
-        println!("\n### {name}: {rows} rows, {} non-zeros, lambda {} -> l2 = {l2}\n", loaded.grid.nnz(), args.lambda);
+        println!(
+            "\n### {name}: {rows} rows, {} non-zeros, lambda {} -> l2 = {l2}; elastic m = {}, d = {}, N = 2\n",
+            loaded.grid.nnz(),
+            args.lambda,
+            args.factor,
+            args.threshold
+        );
         println!(
             "| setting | epochs | sim s to 1e-4 | 1e-5 | 1e-6 | wall s to 1e-4 | 1e-5 | 1e-6 | end: sim s | wall s | wall/sim | CPU/sim | scale-ins (after epoch: from->to, sim s) |"
         );
         println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         let mut traces = Vec::new();
-        for setting in settings() {
+        for setting in settings(&args) {
             let trace = run(&loaded.grid, l2, &setting, args.budget).unwrap_or_else(|e| {
                 eprintln!("error: {name} {}: {e}", setting.label());
                 std::process::exit(1)
