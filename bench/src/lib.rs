@@ -1,1 +1,4 @@
 //! Benchmarks of linea. The binaries are run by `bench/*.sh`; see docs/benchmarks.md.
+
+pub mod elastic_run;
+pub mod slot_clock;

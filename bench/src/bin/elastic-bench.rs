@@ -1,0 +1,218 @@
+//! Elastic CoCoA against static K (issue 14, Chicle's Table 2): time to relative duality
+//! gaps for static K in {1, 2, 4, 8, 16} and elastic 16 -> 1 and 16 -> 2, hinge loss,
+//! on prepared grids. Run by `bench/elastic-bench.sh`, which documents the sets.
+//!
+//! `elastic-bench [--lambda 0.01] [--wall-budget S] [--sim-budget S] [--static 1,2,4,8,16]
+//!  [--elastic-factor 4] [--elastic-threshold 1.25] NAME=GRID ...`
+//!
+//! Chicle's `lambda` is that of CoCoA's `(1/n) sum loss + (lambda/2) |w|^2`; times `n` that
+//! is linea's `sum loss + l2 |w|^2` with `l2 = lambda n / 2` (same minimizer, same relative
+//! gap). Two clocks (`linea_bench::slot_clock`): the simulated cluster clock for every
+//! setting, the real wall time where the pool has a thread per slot (K <= 2).
+
+use linea_bench::elastic_run::{Budget, Setting, Trace, run};
+use linea_engine::Loss;
+use linea_worker::gridload;
+use linea_worker::storage::LocalStorage;
+
+const TARGETS: [f64; 3] = [1e-4, 1e-5, 1e-6];
+
+struct Args {
+    lambda: f64,
+    budget: Budget,
+    /// Static slot counts to run (default 1, 2, 4, 8, 16).
+    statics: Vec<u32>,
+    /// The elastic policy's m and d (default Chicle's 4 and 1.25).
+    factor: u32,
+    threshold: f64,
+    sets: Vec<(String, String)>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut args = Args {
+        lambda: 0.01,
+        budget: Budget { gap: 1e-6, sim_seconds: 60.0, wall_seconds: 60.0, epochs: 100_000 },
+        statics: vec![1, 2, 4, 8, 16],
+        factor: 4,
+        threshold: 1.25,
+        sets: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    let number = |v: Option<String>, what: &str| -> Result<f64, String> {
+        v.and_then(|v| v.parse::<f64>().ok())
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .ok_or(format!("{what} needs a positive number"))
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--lambda" => args.lambda = number(it.next(), "--lambda")?,
+            "--wall-budget" => args.budget.wall_seconds = number(it.next(), "--wall-budget")?,
+            "--sim-budget" => args.budget.sim_seconds = number(it.next(), "--sim-budget")?,
+            "--elastic-factor" => args.factor = number(it.next(), "--elastic-factor")? as u32,
+            "--elastic-threshold" => args.threshold = number(it.next(), "--elastic-threshold")?,
+            "--static" => {
+                let list = it.next().unwrap_or_default();
+                let parsed: Option<Vec<u32>> = list.split(',').map(|k| k.parse().ok().filter(|&k| k > 0)).collect();
+                args.statics = parsed.ok_or(format!("--static needs slot counts like 1,2,4, got {list:?}"))?;
+            }
+            _ => {
+                let (name, grid) = arg.split_once('=').ok_or(format!("expected NAME=GRID, got {arg:?}"))?;
+                args.sets.push((name.to_string(), grid.to_string()));
+            }
+        }
+    }
+    if args.sets.is_empty() {
+        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] NAME=GRID ...".into());
+    }
+    Ok(args)
+}
+
+fn settings(args: &Args) -> Vec<Setting> {
+    let (factor, threshold) = (args.factor, args.threshold);
+    let one =
+        |slots: u32, elastic_min| Setting { slots, elastic_min, factor, threshold, threads: slots.min(2) as usize };
+    let mut all: Vec<Setting> = args.statics.iter().map(|&k| one(k, None)).collect();
+    all.push(one(16, Some(1)));
+    all.push(one(16, Some(2)));
+    all
+}
+
+/// "1.23" if reached, "> 4.56" (the run's end) if not.
+fn time_to(trace: &Trace, target: f64, clock: fn(&linea_bench::elastic_run::Point) -> f64) -> String {
+    match (trace.reached(target), trace.last()) {
+        (Some(p), _) => format!("{:.3}", clock(p)),
+        (None, Some(last)) => format!("> {:.3}", clock(last)),
+        (None, None) => "-".into(),
+    }
+}
+
+struct Best {
+    time: Option<f64>,
+    label: String,
+}
+
+/// The fastest static run with at least `min_slots` slots to reach `target` (simulated clock).
+fn best_static(traces: &[(Setting, Trace)], target: f64, min_slots: u32) -> Best {
+    let statics = traces.iter().filter(|(s, _)| s.elastic_min.is_none() && s.slots >= min_slots);
+    let best = statics
+        .clone()
+        .filter_map(|(s, t)| t.reached(target).map(|p| (s.slots, p.sim)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let Some((k, time)) = best else {
+        return Best { time: None, label: "none reached".into() };
+    };
+    let censored =
+        statics.filter(|(_, t)| t.reached(target).is_none()).any(|(_, t)| t.last().is_some_and(|p| p.sim < time));
+    Best { time: Some(time), label: format!("K={k}: {time:.3}{}", if censored { " †" } else { "" }) }
+}
+
+fn ratio(best: Option<f64>, elastic: Option<f64>) -> String {
+    match (best, elastic) {
+        (Some(b), Some(e)) => format!("{:.2}", b / e),
+        _ => "-".into(),
+    }
+}
+
+fn main() {
+    let args = parse().unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    let mut speedups: Vec<(String, f64)> = Vec::new();
+    for (name, dir) in &args.sets {
+        let loaded = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge).unwrap_or_else(|e| {
+            eprintln!("error: {name}: {e}");
+            std::process::exit(1)
+        });
+        let rows = loaded.grid.rows();
+        let l2 = args.lambda * rows as f64 / 2.0;
+        println!(
+            "\n### {name}: {rows} rows, {} non-zeros, lambda {} -> l2 = {l2}; elastic m = {}, d = {}, N = 2\n",
+            loaded.grid.nnz(),
+            args.lambda,
+            args.factor,
+            args.threshold
+        );
+        println!(
+            "| setting | epochs | sim s to 1e-4 | 1e-5 | 1e-6 | wall s to 1e-4 | 1e-5 | 1e-6 | end: sim s | wall s | wall/sim | CPU/sim | scale-ins (after epoch: from->to, sim s) |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+        let mut traces = Vec::new();
+        for setting in settings(&args) {
+            let trace = run(&loaded.grid, l2, &setting, args.budget).unwrap_or_else(|e| {
+                eprintln!("error: {name} {}: {e}", setting.label());
+                std::process::exit(1)
+            });
+            let last = trace.last().copied();
+            let sim = |p: &linea_bench::elastic_run::Point| p.sim;
+            let wall = |p: &linea_bench::elastic_run::Point| p.wall;
+            let real = setting.threads as u32 >= setting.slots;
+            let walls: Vec<String> =
+                TARGETS.iter().map(|&t| if real { time_to(&trace, t, wall) } else { "(sim only)".into() }).collect();
+            let scale_ins: Vec<String> = trace
+                .scale_ins
+                .iter()
+                .map(|s| {
+                    let at = trace.points.get(s.epoch as usize - 1).map_or(f64::NAN, |p| p.sim);
+                    format!("{}: {}->{}, {at:.3}", s.epoch, s.from, s.to)
+                })
+                .collect();
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                setting.label(),
+                trace.points.len(),
+                time_to(&trace, TARGETS[0], sim),
+                time_to(&trace, TARGETS[1], sim),
+                time_to(&trace, TARGETS[2], sim),
+                walls[0],
+                walls[1],
+                walls[2],
+                last.map_or("-".into(), |p| format!(
+                    "{:.3} | {:.3} | {:.2} | {:.2}",
+                    p.sim,
+                    p.wall,
+                    p.wall / p.sim,
+                    p.cpu / p.sim
+                )),
+                scale_ins.join("; ")
+            );
+            traces.push((setting, trace));
+        }
+        println!(
+            "\nsimulated clock, best static / elastic (> 1: elastic faster; † a static run stopped by its budget before that time):\n"
+        );
+        println!(
+            "| target | best static K | elastic 16->1 | ratio | elastic 16->2 | ratio | best static K >= 2 | 16->2 vs it |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        for &target in &TARGETS {
+            let best_all = best_static(&traces, target, 1);
+            let best_two = best_static(&traces, target, 2);
+            let mut cells = vec![best_all.label.clone()];
+            for (setting, trace) in traces.iter().filter(|(s, _)| s.elastic_min.is_some()) {
+                let elastic = trace.reached(target).map(|p| p.sim);
+                cells.push(elastic.map_or("not reached".into(), |t| format!("{t:.3}")));
+                cells.push(ratio(best_all.time, elastic));
+                if let (Some(b), Some(e)) = (best_all.time, elastic) {
+                    speedups.push((setting.label(), b / e));
+                }
+            }
+            let elastic_two =
+                traces.iter().find(|(s, _)| s.elastic_min == Some(2)).and_then(|(_, t)| t.reached(target));
+            cells.push(best_two.label);
+            cells.push(ratio(best_two.time, elastic_two.map(|p| p.sim)));
+            println!("| {target:e} | {} |", cells.join(" | "));
+        }
+    }
+    println!("\nover every set and target (simulated clock, best static / elastic):\n");
+    for label in ["elastic 16->1", "elastic 16->2"] {
+        let ratios: Vec<f64> = speedups.iter().filter(|(l, _)| l == label).map(|s| s.1).collect();
+        if ratios.is_empty() {
+            println!("- {label}: no target reached by both");
+            continue;
+        }
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        println!("- {label}: mean {mean:.2}x, worst {min:.2}x over {} set-targets", ratios.len());
+    }
+}

@@ -1,0 +1,117 @@
+//! One CoCoA run (hinge loss) for the elastic benchmark: a static K or an elastic K -> min,
+//! on the [`TimedRunner`], recording after every epoch the relative duality gap, the
+//! simulated cluster clock and the real wall time.
+//!
+//! The elastic policy runs on its wall-clock mode (rates per second, as Chicle) fed with the
+//! *simulated* clock, so its decisions are the ones a cluster of K machines would have made;
+//! the real wall time of K = 16 on 2 cores would make the knee look 8 times later than it is.
+
+use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
+use linea_engine::Loss;
+use linea_engine::algorithm::Algorithm;
+use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, ElasticConfig, ScaleIn};
+use linea_engine::grid::InMemoryGrid;
+use std::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// Slots the run starts with.
+    pub slots: u32,
+    /// Elastic: scale in down to this many slots, by `factor` (m) when the short-term rate
+    /// times `threshold` (d) falls below the long-term one (window N = 2; Chicle: m = 4, d = 1.25).
+    pub elastic_min: Option<u32>,
+    pub factor: u32,
+    pub threshold: f64,
+    /// Threads of the in-process pool (the wall clock is real only for threads >= slots).
+    pub threads: usize,
+}
+
+impl Setting {
+    pub fn label(&self) -> String {
+        match self.elastic_min {
+            Some(min) => format!("elastic {}->{min}", self.slots),
+            None => format!("static K={}", self.slots),
+        }
+    }
+}
+
+/// The state after one epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    /// Slots the epoch ran with.
+    pub slots: u32,
+    /// Simulated cluster seconds since the start.
+    pub sim: f64,
+    /// Real seconds since the start.
+    pub wall: f64,
+    /// CPU seconds of every thread of the process since the start.
+    pub cpu: f64,
+    /// Duality gap relative to the primal.
+    pub gap: f64,
+}
+
+pub struct Trace {
+    pub points: Vec<Point>,
+    pub scale_ins: Vec<ScaleIn>,
+}
+
+impl Trace {
+    /// The first epoch whose gap is at most `target`.
+    pub fn reached(&self, target: f64) -> Option<&Point> {
+        self.points.iter().find(|p| p.gap <= target)
+    }
+
+    pub fn last(&self) -> Option<&Point> {
+        self.points.last()
+    }
+}
+
+/// Limits of one run: it stops at `gap` or when either clock passes its budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub gap: f64,
+    pub sim_seconds: f64,
+    pub wall_seconds: f64,
+    pub epochs: u32,
+}
+
+/// Runs `setting` on `grid` with `l2` until the budget ends.
+pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> Result<Trace, String> {
+    let err = |e: linea_engine::EngineError| e.to_string();
+    let mut config = CocoaConfig::new(Loss::Hinge, l2, setting.slots, 1, budget.epochs, budget.gap, 0).map_err(err)?;
+    if let Some(min) = setting.elastic_min {
+        config = config
+            .with_elastic(ElasticConfig::new(min, setting.factor, 2, setting.threshold, Clock::Wall).map_err(err)?)
+            .map_err(err)?;
+    }
+    let slot_seconds = SlotSeconds::default();
+    let master_started = thread_cpu_seconds();
+    let sim_now = {
+        let slot_seconds = slot_seconds.clone();
+        // Read on this thread only: next_iter calls the clock from the thread that drives it.
+        move || slot_seconds.get() + (thread_cpu_seconds() - master_started)
+    };
+    let mut cocoa = Cocoa::for_grid(config, grid).map_err(err)?.with_clock(Box::new(sim_now.clone()));
+    let mut runner = TimedRunner::new(cocoa.kernel().clone(), grid, setting.threads, slot_seconds).map_err(err)?;
+    let (wall_started, sim_started, cpu_started) = (Instant::now(), sim_now(), process_cpu_seconds());
+    let mut points = Vec::new();
+    loop {
+        let slots = cocoa.state().slots;
+        cocoa.next_iter(&mut runner).map_err(err)?;
+        let gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
+        let point = Point {
+            slots,
+            sim: sim_now() - sim_started,
+            wall: wall_started.elapsed().as_secs_f64(),
+            cpu: process_cpu_seconds() - cpu_started,
+            gap,
+        };
+        points.push(point);
+        let over = point.sim > budget.sim_seconds || point.wall > budget.wall_seconds;
+        if over || cocoa.stop_reason().is_some() {
+            break;
+        }
+    }
+    Ok(Trace { points, scale_ins: cocoa.state().scale_ins.clone() })
+}
