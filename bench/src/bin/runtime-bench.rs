@@ -383,6 +383,7 @@ fn session<R>(
         model: "none".into(),
         max_epochs: 1,
         progress: Default::default(),
+        allreduce: Default::default(),
     };
     let server =
         Server::start("127.0.0.1:0", &secret, &transports().master, job, kernel, mirror, 0).expect("master starts");
