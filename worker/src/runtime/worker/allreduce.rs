@@ -17,6 +17,7 @@ impl WorkerCore {
         item: &proto::TreeItem,
     ) -> Result<NodeOutcome, ItemError> {
         let len = super::validate::tree_item(item, reduction)?;
+        tracing::debug!(phase = phase_id, generation = item.generation, "allreduce: tree item started");
         let board = self.boards.board(phase_id, item.generation);
         let (own, own_units) = {
             let partials = self.partials.lock().expect("partials lock");
