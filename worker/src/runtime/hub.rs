@@ -206,6 +206,6 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         desired_workers: run.desired_workers,
         released_workers: scheduler.released.clone(),
         scaling_reason: run.scaling,
-        allreduce_generation: scheduler.tree_place(0).0,
+        allreduce_generation: scheduler.tree_generation(),
     }
 }

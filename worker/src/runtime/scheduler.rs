@@ -370,7 +370,8 @@ impl Scheduler {
                 }
             }
         }
-        if self.phase.as_ref().is_some_and(|p| p.tree_started) {
+        let member = self.tree.as_ref().is_some_and(|t| t.members().contains(&worker));
+        if member && self.phase.as_ref().is_some_and(|p| p.tree_started) {
             self.restart_tree();
         }
         let mut outbox = self.release_drained();
@@ -401,6 +402,11 @@ impl Scheduler {
                 w.running -= 1;
             }
         }
+    }
+
+    /// The generation of the current allreduce tree; 0 before the first.
+    pub fn tree_generation(&self) -> u64 {
+        self.tree.as_ref().map_or(0, |t| t.generation)
     }
 
     /// The generation of the current allreduce tree (0: none yet) and `worker`'s parent in
