@@ -14,7 +14,7 @@ pub const CHUNK_LEN: usize = 16_384;
 pub fn ranges(len: usize, chunk: usize) -> Vec<Range<usize>> {
     let chunk = chunk.max(1);
     if len == 0 {
-        return vec![0..0];
+        return std::iter::once(0..0).collect();
     }
     (0..len.div_ceil(chunk)).map(|c| c * chunk..((c + 1) * chunk).min(len)).collect()
 }
@@ -68,6 +68,7 @@ mod tests {
     use crate::runtime::allreduce::tree::Tree;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // a vector of one range is what is meant
     fn chunks_cover_the_vector_in_order_once() {
         assert_eq!(ranges(10, 4), [0..4, 4..8, 8..10]);
         assert_eq!(ranges(8, 4), [0..4, 4..8]);
