@@ -34,13 +34,20 @@ pub enum Reduction {
     /// on the workers and are summed range by range by aggregator workers, so the master
     /// receives each sum once, whatever the worker count (SCD paper, range aggregation).
     RangeSum { len: usize },
+    /// Like [`Reduction::RangeSum`] for the algorithm (the master receives the total of
+    /// `len` exact sums), but distributed the partials are summed up a binary tree of the
+    /// workers and the total broadcast back down it in pipelined chunks (Agarwal et al.'s
+    /// AllReduce), so no single worker or the master sums every partial. Being exact, the
+    /// total is the same bits as `RangeSum`'s; a master may run it as `RangeSum`
+    /// (`linea master --allreduce ranges`).
+    AllReduce { len: usize },
 }
 
 impl Reduction {
     pub fn len(self) -> usize {
         match self {
             Reduction::None => 0,
-            Reduction::Sum { len } | Reduction::RangeSum { len } => len,
+            Reduction::Sum { len } | Reduction::RangeSum { len } | Reduction::AllReduce { len } => len,
         }
     }
 

@@ -6,8 +6,13 @@
 //! simulated workers over empty sums, so they serve this same service.
 
 use crate::v1::{self, peer_server::Peer};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
+
+/// A chunk of a tree allreduce, once it is ready.
+pub type ChunkFuture = Pin<Box<dyn Future<Output = Result<v1::ReduceChunk, Status>> + Send>>;
 
 /// What a worker holds that its peers may fetch.
 pub trait PeerBackend: Send + Sync + 'static {
@@ -21,6 +26,11 @@ pub trait PeerBackend: Send + Sync + 'static {
     fn unit_state(&self, unit: u32, version: u64) -> Option<Vec<u8>>;
     /// The compressed bytes of a cell in this worker's cache.
     fn cell(&self, block: u32, shard: u32) -> Option<Vec<u8>>;
+    /// A chunk of a tree allreduce (the session already checked), waiting until it is
+    /// ready; a backend that takes part in none answers UNIMPLEMENTED.
+    fn chunk(&self, _request: v1::FetchChunkRequest) -> ChunkFuture {
+        Box::pin(async { Err(Status::unimplemented("this peer takes part in no allreduce")) })
+    }
 }
 
 /// The Peer service over a backend.
@@ -44,6 +54,14 @@ impl<B: PeerBackend> Peer for PeerService<B> {
         let partial = self.backend.partial(r.phase, r.begin as usize, r.end as usize);
         let partial = partial.ok_or_else(|| Status::not_found(format!("no partial sums of phase {}", r.phase)))?;
         Ok(Response::new(partial))
+    }
+
+    async fn fetch_chunk(&self, request: Request<v1::FetchChunkRequest>) -> Result<Response<v1::ReduceChunk>, Status> {
+        let r = request.into_inner();
+        if !self.backend.in_session(&r.session) {
+            return Err(Status::not_found("allreduce of another master session"));
+        }
+        Ok(Response::new(self.backend.chunk(r).await?))
     }
 
     async fn fetch_unit(&self, request: Request<v1::FetchUnitRequest>) -> Result<Response<v1::UnitState>, Status> {

@@ -368,6 +368,11 @@ enum Command {
         /// File holding the job secret (a mounted Secret); default: $LINEA_JOB_SECRET.
         #[arg(long)]
         secret_file: Option<String>,
+        /// How phases that ask for an allreduce (L-BFGS's, the hybrid's and IPM's gradients
+        /// and losses) are summed: up and down a binary tree of the workers, or by the
+        /// master-centred range aggregation. The model is the same bits either way.
+        #[arg(long, value_enum, default_value_t = master::AllReduceMode::Tree)]
+        allreduce: master::AllReduceMode,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -536,7 +541,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file, tls } => {
+        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -552,7 +557,8 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let options = master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret, transport };
+            let options =
+                master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret, transport, allreduce };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
             })?;

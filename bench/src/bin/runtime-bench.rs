@@ -333,6 +333,12 @@ async fn simulated_worker(
                                         let _ = results.send(result);
                                     });
                                 }
+                                // The benchmark runs SCD's phases, which never allreduce
+                                // (allreduce-bench measures the tree).
+                                Some(work_item::Kind::Tree(_)) => {
+                                    result.error = "the simulated worker takes part in no allreduce".into();
+                                    batch.push(result);
+                                }
                                 None => {
                                     result.error = "empty work item".into();
                                     batch.push(result);
@@ -383,6 +389,7 @@ fn session<R>(
         model: "none".into(),
         max_epochs: 1,
         progress: Default::default(),
+        allreduce: Default::default(),
     };
     let server =
         Server::start("127.0.0.1:0", &secret, &transports().master, job, kernel, mirror, 0).expect("master starts");

@@ -103,7 +103,7 @@ impl Linear {
         let features = self.kernel.features();
         let request = PhaseRequest {
             phase: LinearPhase::Evaluate { w: w.to_vec() },
-            reduction: Reduction::RangeSum { len: features + 1 },
+            reduction: Reduction::AllReduce { len: features + 1 },
             mutates: false,
         };
         let sums = runner.run(request)?.sums.sums;
@@ -122,7 +122,7 @@ impl Linear {
         let features = self.kernel.features();
         let request = PhaseRequest {
             phase: LinearPhase::Adagrad,
-            reduction: Reduction::RangeSum { len: 2 * features },
+            reduction: Reduction::AllReduce { len: 2 * features },
             mutates: false,
         };
         let sums = runner.run(request)?.sums.sums;
@@ -135,7 +135,7 @@ impl Linear {
         let features = self.kernel.features();
         let request = PhaseRequest {
             phase: LinearPhase::Mix { epoch: self.state.epoch, w: self.state.w.clone() },
-            reduction: Reduction::RangeSum { len: features },
+            reduction: Reduction::AllReduce { len: features },
             mutates: false,
         };
         let sums = runner.run(request)?.sums.sums;

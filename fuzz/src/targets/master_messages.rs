@@ -43,7 +43,7 @@ impl Run {
         if let Ok(output) = result {
             let expected = match *collect {
                 Collect::Nothing => 0,
-                Collect::Sums(n) | Collect::Aggregated(n) => n,
+                Collect::Sums(n) | Collect::Aggregated(n) | Collect::Tree(n) => n,
             };
             assert_eq!(output.sums.sums.len(), expected, "{collect:?}");
             assert_eq!(output.payloads.len(), UNITS);
@@ -61,9 +61,11 @@ pub fn run(data: &[u8]) {
         let pick = |n: usize| (*len as usize) % n.max(1);
         match selector % 6 {
             0 if run.phase.is_none() => {
-                let collect = match selector / 6 % 3 {
+                let collect = match selector / 6 % 4 {
                     0 => Collect::Nothing,
                     1 => Collect::Sums(*len as usize % 4),
+                    // A tree allreduce over every worker.
+                    3 => Collect::Tree(*len as usize % 5),
                     // Up to three aggregation ranges.
                     _ => Collect::Aggregated(*len as usize * 97),
                 };

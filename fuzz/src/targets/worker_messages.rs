@@ -32,7 +32,9 @@ pub fn run(data: &[u8]) {
                     Some(master_message::Body::Assignment(assignment)) => {
                         for phase in &assignment.phases {
                             let Ok(reduction) = validate::reduction(phase) else { continue };
-                            if let Reduction::Sum { len } | Reduction::RangeSum { len } = reduction {
+                            if let Reduction::Sum { len } | Reduction::RangeSum { len } | Reduction::AllReduce { len } =
+                                reduction
+                            {
                                 assert!(len <= validate::MAX_SUMS);
                             }
                             if let Some(info) = &job {
@@ -41,6 +43,12 @@ pub fn run(data: &[u8]) {
                             phases.insert(phase.id, reduction);
                         }
                         for item in &assignment.items {
+                            if let (Some(work_item::Kind::Tree(t)), Some(&reduction)) = (&item.kind, phases.get(&item.phase))
+                                && validate::tree_item(t, reduction).is_ok()
+                            {
+                                let Reduction::AllReduce { .. } = reduction else { panic!("{reduction:?}") };
+                                assert!(t.chunk > 0 && t.children.len() <= 2);
+                            }
                             let Some(work_item::Kind::Aggregate(a)) = &item.kind else { continue };
                             let Some(&reduction) = phases.get(&item.phase) else { continue };
                             if let Ok(range) = validate::aggregate_range(a, reduction) {

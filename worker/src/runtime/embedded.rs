@@ -29,6 +29,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         checkpoint: None,
         secret: secret.clone(),
         transport: Transport::Tls(certificates.tls(Role::Master)?),
+        allreduce: Default::default(),
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {

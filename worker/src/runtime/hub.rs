@@ -39,6 +39,7 @@ pub struct Hub {
     pub job: Mutex<proto::JobInfo>,
     pub max_epochs: u32,
     pub model: String,
+    pub allreduce: super::master::AllReduceMode,
 }
 
 /// A unit's base for a worker that rebuilds it: the version and the encoded base.
@@ -176,11 +177,15 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
     let scheduler = &guard.0;
     let workers: Vec<proto::WorkerStatus> = scheduler
         .workers()
-        .map(|(_, w, shards)| proto::WorkerStatus {
+        .map(|(key, w, shards)| proto::WorkerStatus {
             worker_id: w.id.clone(),
             address: w.address.clone(),
             draining: w.draining,
             shards: shards as u32,
+            tree_parent: scheduler
+                .tree_place(key)
+                .1
+                .map(|parent| parent.and_then(|p| scheduler.worker_id(p)).unwrap_or_default()),
         })
         .collect();
     proto::StatusReply {
@@ -203,5 +208,6 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         desired_workers: run.desired_workers,
         released_workers: scheduler.released.clone(),
         scaling_reason: run.scaling,
+        allreduce_generation: scheduler.tree_generation(),
     }
 }

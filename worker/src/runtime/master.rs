@@ -36,6 +36,20 @@ pub struct MasterOptions {
     pub secret: JobSecret,
     /// TLS with the master's certificate, or plain text (`--insecure`).
     pub transport: Transport,
+    /// How allreduce phases are summed.
+    pub allreduce: AllReduceMode,
+}
+
+/// How the master runs a phase the algorithm asks to allreduce (L-BFGS's and the hybrid's
+/// gradients and losses). The total is the same bits either way (exact sums).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AllReduceMode {
+    /// Up and down a binary tree of the workers, in pipelined chunks over the Peer service.
+    #[default]
+    Tree,
+    /// The master-centred range aggregation (aggregator items pull every worker's partial
+    /// of one range and send the range's total to the master).
+    Ranges,
 }
 
 /// The kernel, its mirror, and the unit-state version they match.
@@ -76,19 +90,24 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
 
     fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput> {
         let (reply, result) = std::sync::mpsc::channel::<PhaseResult>();
+        let reduction = match (request.reduction, self.hub.allreduce) {
+            (Reduction::AllReduce { len }, AllReduceMode::Ranges) => Reduction::RangeSum { len },
+            (reduction, _) => reduction,
+        };
         let description = proto::Phase {
             id: 0,
             version: self.version(),
             body: encode(&request.phase),
-            reduction: match request.reduction {
+            reduction: match reduction {
                 Reduction::None => proto::Reduction::None,
                 Reduction::Sum { .. } => proto::Reduction::Sum,
                 Reduction::RangeSum { .. } => proto::Reduction::RangeSum,
+                Reduction::AllReduce { .. } => proto::Reduction::AllReduce,
             } as i32,
             len: request.reduction.len() as u32,
             mutates: request.mutates,
         };
-        self.hub.dispatch(|s| s.start_phase(description, Collect::from(request.reduction), reply));
+        self.hub.dispatch(|s| s.start_phase(description, Collect::from(reduction), reply));
         let output = result
             .recv()
             .expect("the scheduler answers every phase")
@@ -127,6 +146,7 @@ pub struct Job {
     pub max_epochs: u32,
     /// Where the run starts (a resumed run reports its checkpoint's progress at once).
     pub progress: AlgorithmProgress,
+    pub allreduce: AllReduceMode,
 }
 
 /// A master's gRPC server on its own tokio runtime, fed phases by a [`RemoteRunner`].
@@ -178,6 +198,7 @@ impl<K: Kernel> Server<K> {
             }),
             max_epochs: job.max_epochs,
             model: job.model,
+            allreduce: job.allreduce,
         });
         let runtime = IoRuntime::new(2, "linea-master-io").map_err(LineaError::io("tokio runtime"))?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
@@ -316,6 +337,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             model: train.model.clone(),
             max_epochs: train.epochs,
             progress: algorithm.progress(),
+            allreduce: options.allreduce,
         };
         let server = Server::start(
             &options.listen,

@@ -7,6 +7,7 @@
 //! integers whether updated step by step, fetched from another worker or recomputed from
 //! the model. docs/architecture.md tells the whole story.
 
+pub mod allreduce;
 pub mod checkpoint;
 pub mod client;
 pub mod embedded;

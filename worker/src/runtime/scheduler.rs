@@ -11,8 +11,13 @@
 //! worker adopts units nobody owns and steals pending ones from backlogged owners, and
 //! then fetches the unit's state from the previous owner (or recomputes it). Statistics
 //! stay on the workers that computed them until aggregator items sum them range by range,
-//! so the master receives each sum once instead of once per worker.
+//! so the master receives each sum once instead of once per worker — or, for an
+//! allreduce phase, until every worker's tree item has summed them up a binary tree of the
+//! workers and broadcast the total back down (runtime::allreduce); the root sends the
+//! total, every worker a digest of what it received.
 
+use super::allreduce::chunks::{self, CHUNK_LEN};
+use super::allreduce::tree::Tree;
 use super::proto::{self, master_message, work_item};
 use linea_engine::algorithm::{PhaseOutput, Reduction};
 use linea_engine::fixed::ExactSums;
@@ -33,6 +38,8 @@ pub enum Collect {
     Sums(usize),
     /// Unit items leave partial sums of this length on their workers, summed range by range.
     Aggregated(usize),
+    /// Unit items leave partial sums of this length on their workers, summed up a tree.
+    Tree(usize),
 }
 
 impl From<Reduction> for Collect {
@@ -41,6 +48,7 @@ impl From<Reduction> for Collect {
             Reduction::None => Collect::Nothing,
             Reduction::Sum { len } => Collect::Sums(len),
             Reduction::RangeSum { len } => Collect::Aggregated(len),
+            Reduction::AllReduce { len } => Collect::Tree(len),
         }
     }
 }
@@ -51,6 +59,8 @@ pub type PhaseResult = Result<PhaseOutput, String>;
 enum Task {
     Unit(u32),
     Range(usize),
+    /// A worker's part in the phase's tree allreduce.
+    Node(WorkerKey),
 }
 
 struct Running {
@@ -72,6 +82,12 @@ struct Phase {
     pending_ranges: BTreeSet<usize>,
     ranges: BTreeMap<usize, Vec<i128>>,
     aggregating: bool,
+    /// Tree stage: whether the tree items are out, what each worker reported (digest,
+    /// units), the root's total, and how often the reduce was started again.
+    tree_started: bool,
+    tree_done: BTreeMap<WorkerKey, (u64, u32)>,
+    tree_total: Option<Vec<i128>>,
+    tree_restarts: u32,
     reply: Sender<PhaseResult>,
 }
 
@@ -100,6 +116,10 @@ pub struct Counters {
     pub workers_lost: u32,
     pub steals: u64,
     pub handovers: u64,
+    /// Allreduce trees built (the first and every rebuild).
+    pub trees_built: u64,
+    /// Tree allreduces started again after a loss or an abort.
+    pub tree_restarts: u64,
 }
 
 pub struct Scheduler {
@@ -119,6 +139,9 @@ pub struct Scheduler {
     desired: Option<usize>,
     /// Workers released because the algorithm wanted fewer, oldest release first.
     pub released: Vec<String>,
+    /// The allreduce tree of the last tree stage; rebuilt when the workers change or a
+    /// reduce is started again.
+    tree: Option<Tree<WorkerKey>>,
     pub counters: Counters,
 }
 
@@ -140,12 +163,17 @@ impl Scheduler {
             aborted: None,
             desired: None,
             released: Vec::new(),
+            tree: None,
             counters: Counters::default(),
         }
     }
 
     pub fn workers(&self) -> impl Iterator<Item = (WorkerKey, &WorkerSlot, usize)> {
         self.workers.iter().map(|(&k, w)| (k, w, self.owner.iter().filter(|&&o| o == Some(k)).count()))
+    }
+
+    pub fn worker_id(&self, key: WorkerKey) -> Option<String> {
+        self.workers.get(&key).map(|w| w.id.clone())
     }
 
     pub fn find_worker(&self, name: &str) -> Option<WorkerKey> {
@@ -224,6 +252,10 @@ impl Scheduler {
             pending_ranges: BTreeSet::new(),
             ranges: BTreeMap::new(),
             aggregating: false,
+            tree_started: false,
+            tree_done: BTreeMap::new(),
+            tree_total: None,
+            tree_restarts: 0,
             reply,
         });
         let mut outbox = self.finish_if_done();
@@ -247,6 +279,11 @@ impl Scheduler {
                 self.fail(result.error);
                 continue;
             }
+            if result.aborted {
+                self.requeue(running.task);
+                outbox.extend(self.finish_if_done());
+                continue;
+            }
             if !result.lost_peer.is_empty() {
                 self.requeue(running.task);
                 if let Some(peer) = self.workers.iter().find(|(_, w)| w.address == result.lost_peer).map(|(&k, _)| k) {
@@ -255,9 +292,10 @@ impl Scheduler {
                 continue;
             }
             self.counters.items_completed += 1;
-            if let Err(why) = self.record(worker, running.task, &result.sums, result.payload) {
+            let item = result.item;
+            if let Err(why) = self.record(worker, running.task, result) {
                 let id = self.workers.get(&worker).map_or("?", |w| w.id.as_str());
-                self.fail(format!("worker {id}, item {}: {why}", result.item));
+                self.fail(format!("worker {id}, item {item}: {why}"));
                 continue;
             }
             outbox.extend(self.finish_if_done());
@@ -309,7 +347,7 @@ impl Scheduler {
             self.requeue(task);
         }
         if let Some(phase) = &mut self.phase
-            && let Collect::Aggregated(_) = phase.collect
+            && let Collect::Aggregated(_) | Collect::Tree(_) = phase.collect
         {
             let lost: Vec<u32> = phase.computed.iter().filter(|&(_, &w)| w == worker).map(|(&s, _)| s).collect();
             if !lost.is_empty() {
@@ -332,8 +370,122 @@ impl Scheduler {
                 }
             }
         }
+        let member = self.tree.as_ref().is_some_and(|t| t.members().contains(&worker));
+        if member && self.phase.as_ref().is_some_and(|p| p.tree_started) {
+            self.restart_tree();
+        }
         let mut outbox = self.release_drained();
+        outbox.extend(self.finish_if_done());
         outbox.extend(self.assign());
+        outbox
+    }
+
+    /// The tree allreduce of the current phase failed somewhere: its items are forgotten
+    /// (their late results are unknown ids) and the reduce starts again, from the partial
+    /// sums the workers still hold, on a rebuilt tree, once every unit is computed.
+    fn restart_tree(&mut self) {
+        let Some(phase) = &mut self.phase else { return };
+        if !phase.tree_started {
+            return;
+        }
+        phase.tree_started = false;
+        phase.tree_done.clear();
+        phase.tree_total = None;
+        phase.tree_restarts += 1;
+        self.counters.tree_restarts += 1;
+        let nodes: Vec<u64> =
+            self.running.iter().filter(|(_, r)| matches!(r.task, Task::Node(_))).map(|(&i, _)| i).collect();
+        for item in nodes {
+            if let Some(r) = self.running.remove(&item)
+                && let Some(w) = self.workers.get_mut(&r.worker)
+            {
+                w.running -= 1;
+            }
+        }
+    }
+
+    /// The generation of the current allreduce tree; 0 before the first.
+    pub fn tree_generation(&self) -> u64 {
+        self.tree.as_ref().map_or(0, |t| t.generation)
+    }
+
+    /// The generation of the current allreduce tree (0: none yet) and `worker`'s parent in
+    /// it: `Some(None)` for the root, `None` if it is not in the tree.
+    pub fn tree_place(&self, worker: WorkerKey) -> (u64, Option<Option<WorkerKey>>) {
+        match &self.tree {
+            None => (0, None),
+            Some(tree) => {
+                let member = tree.members().contains(&worker);
+                (tree.generation, member.then(|| tree.parent(&worker).copied()))
+            }
+        }
+    }
+
+    /// Sends every worker its tree item: a binary tree over all workers (the one of the
+    /// last reduce if the workers are the same and this is the phase's first attempt).
+    fn start_tree(&mut self) -> Outbox {
+        let Some(phase) = &mut self.phase else { return Outbox::new() };
+        let members: Vec<WorkerKey> = self.workers.keys().copied().collect();
+        if members.is_empty() {
+            return Outbox::new();
+        }
+        let reuse = phase.tree_restarts == 0 && self.tree.as_ref().is_some_and(|t| t.spans(&members));
+        if !reuse {
+            let generation = self.tree.as_ref().map_or(0, |t| t.generation) + 1;
+            let why = match &self.tree {
+                None => "first allreduce",
+                Some(_) if phase.tree_restarts > 0 => "reduce restarted after a loss or an abort",
+                Some(_) => "the workers changed",
+            };
+            let tree = Tree::new(generation, members);
+            let root = self.workers.get(tree.root().expect("not empty")).map_or("?", |w| w.id.as_str());
+            tracing::info!(
+                generation,
+                workers = tree.len(),
+                depth = tree.depth(),
+                root,
+                "allreduce tree rebuilt ({why})"
+            );
+            self.tree = Some(tree);
+            self.counters.trees_built += 1;
+        }
+        phase.tree_started = true;
+        let tree = self.tree.as_ref().expect("set above");
+        let address = |k: &WorkerKey| self.workers.get(k).map(|w| w.address.clone()).unwrap_or_default();
+        let items: Vec<(WorkerKey, proto::TreeItem)> = tree
+            .members()
+            .iter()
+            .map(|&key| {
+                let units = phase.computed.iter().filter(|&(_, &h)| h == key).map(|(&u, _)| u).collect();
+                let item = proto::TreeItem {
+                    generation: tree.generation,
+                    parent: tree.parent(&key).map(address).unwrap_or_default(),
+                    children: tree.children(&key).into_iter().map(address).collect(),
+                    units,
+                    chunk: CHUNK_LEN as u32,
+                };
+                (key, item)
+            })
+            .collect();
+        let mut outbox = Outbox::new();
+        for (key, item) in items {
+            let id = self.next_item;
+            self.next_item += 1;
+            let slot = self.workers.get_mut(&key).expect("a member is a worker");
+            let mut assignment = proto::Assignment::default();
+            if slot.phase_sent != phase.description.id {
+                slot.phase_sent = phase.description.id;
+                assignment.phases.push(phase.description.clone());
+            }
+            slot.running += 1;
+            assignment.items.push(proto::WorkItem {
+                id,
+                phase: phase.description.id,
+                kind: Some(work_item::Kind::Tree(item)),
+            });
+            self.running.insert(id, Running { worker: key, task: Task::Node(key) });
+            outbox.push((key, message(master_message::Body::Assignment(assignment))));
+        }
         outbox
     }
 
@@ -397,13 +549,16 @@ impl Scheduler {
                 phase.pending_ranges.insert(range);
             }
             Task::Range(_) => {}
+            Task::Node(_) => self.restart_tree(),
         }
     }
 
     /// Takes an item's result into its phase; a result of the wrong shape (sums that are
     /// not whole i128s, or not as many as the phase or range has) is the run's error, never
     /// a short or long vector for the algorithm to index.
-    fn record(&mut self, worker: WorkerKey, task: Task, sums: &[u8], payload: Vec<u8>) -> Result<(), String> {
+    fn record(&mut self, worker: WorkerKey, task: Task, result: proto::ItemResult) -> Result<(), String> {
+        let proto::ItemResult { sums, payload, digest, units, .. } = result;
+        let sums = sums.as_slice();
         let Some(phase) = &mut self.phase else { return Ok(()) };
         // Sums are collected from unit items of Sum phases and from range items; any a unit
         // item of another phase sends are not looked at.
@@ -411,6 +566,10 @@ impl Scheduler {
             (Task::Unit(_), Collect::Sums(n)) => Some(n),
             (Task::Range(range), Collect::Aggregated(len)) => {
                 Some(RANGE_LEN.min(len.saturating_sub(range * RANGE_LEN)))
+            }
+            // The root sends the total; every other worker only its digest.
+            (Task::Node(key), Collect::Tree(len)) => {
+                Some(if self.tree.as_ref().and_then(Tree::root) == Some(&key) { len } else { 0 })
             }
             _ => None,
         };
@@ -427,7 +586,7 @@ impl Scheduler {
                 match phase.collect {
                     Collect::Nothing => {}
                     Collect::Sums(_) => phase.sums.add(&ExactSums { sums: decoded }),
-                    Collect::Aggregated(_) => {
+                    Collect::Aggregated(_) | Collect::Tree(_) => {
                         phase.computed.insert(unit, worker);
                     }
                 }
@@ -437,6 +596,12 @@ impl Scheduler {
             }
             Task::Range(range) => {
                 phase.ranges.insert(range, decoded);
+            }
+            Task::Node(key) => {
+                if !decoded.is_empty() || self.tree.as_ref().and_then(Tree::root) == Some(&key) {
+                    phase.tree_total = Some(decoded);
+                }
+                phase.tree_done.insert(key, (digest, units));
             }
         }
         Ok(())
@@ -460,9 +625,22 @@ impl Scheduler {
                 return Outbox::new();
             }
         }
+        if let Collect::Tree(_) = phase.collect {
+            if !phase.tree_started {
+                return self.start_tree();
+            }
+            if self.running.values().any(|r| matches!(r.task, Task::Node(_))) {
+                return Outbox::new();
+            }
+            if let Err(why) = check_tree(phase) {
+                self.fail(why);
+                return Outbox::new();
+            }
+        }
         let phase = self.phase.take().expect("checked above");
         let sums = match phase.collect {
             Collect::Aggregated(_) => ExactSums { sums: phase.ranges.into_values().flatten().collect() },
+            Collect::Tree(_) => ExactSums { sums: phase.tree_total.unwrap_or_default() },
             _ => phase.sums,
         };
         let output = PhaseOutput { sums, payloads: phase.payloads };
@@ -481,7 +659,8 @@ impl Scheduler {
                     && !self.owner.contains(&Some(k))
                     && !self.prior.contains(&Some(k))
                     && !self.phase.as_ref().is_some_and(|p| {
-                        matches!(p.collect, Collect::Aggregated(_)) && p.computed.values().any(|&h| h == k)
+                        matches!(p.collect, Collect::Aggregated(_) | Collect::Tree(_))
+                            && (p.computed.values().any(|&h| h == k) || p.tree_started)
                     })
             })
             .map(|(&k, _)| k)
@@ -521,6 +700,8 @@ impl Scheduler {
                             .map(|w| w.address.clone())
                             .unwrap_or_default(),
                     }),
+                    // Tree items are sent by start_tree, never picked here.
+                    Task::Node(_) => continue 'workers,
                     Task::Range(range) => {
                         let len = match phase.collect {
                             Collect::Aggregated(len) => len,
@@ -608,6 +789,19 @@ impl Scheduler {
     }
 }
 
+/// A finished tree stage is right: the root's total covers every unit, and every worker
+/// received that total bit for bit (its digest).
+fn check_tree(phase: &Phase) -> Result<(), String> {
+    let Some(total) = &phase.tree_total else { return Err("allreduce: the root sent no total".into()) };
+    let (digest, units) = (chunks::digest(total), phase.computed.len() as u32);
+    match phase.tree_done.values().find(|&&d| d != (digest, units)) {
+        Some(&(d, u)) => Err(format!(
+            "allreduce: a worker received a total of digest {d:016x} over {u} units; the root's is {digest:016x} over {units}"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn message(body: master_message::Body) -> proto::MasterMessage {
     proto::MasterMessage { body: Some(body) }
 }
@@ -649,7 +843,7 @@ mod tests {
         while let Some((worker, id, kind)) = pending.pop() {
             let value = match &kind {
                 work_item::Kind::Unit(item) => item.unit as i128 + 1,
-                work_item::Kind::Aggregate(_) => 0,
+                work_item::Kind::Aggregate(_) | work_item::Kind::Tree(_) => 0,
             };
             pending.extend(items(&s.complete(worker, vec![done(id, value)])));
         }
@@ -803,6 +997,124 @@ mod tests {
         assert!(s.counters.steals >= 2, "b keeps stealing while a has a backlog");
         let on_b = s.owner.iter().filter(|&&o| o == Some(b)).count();
         assert!((2..=4).contains(&on_b), "units spread over both workers: {on_b} of 8 on b");
+    }
+
+    /// Completes the tree items in `sent`: the root sends `total`, everyone its digest and
+    /// the unit count; returns the workers that got a tree item and their parents' address.
+    fn tree_items(sent: &[(WorkerKey, u64, work_item::Kind)]) -> Vec<(WorkerKey, u64, proto::TreeItem)> {
+        sent.iter()
+            .filter_map(|(w, id, k)| match k {
+                work_item::Kind::Tree(t) => Some((*w, *id, t.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn finish_tree(
+        s: &mut Scheduler,
+        nodes: &[(WorkerKey, u64, proto::TreeItem)],
+        total: &[i128],
+        units: u32,
+    ) -> Outbox {
+        let mut out = Outbox::new();
+        for (w, id, item) in nodes {
+            let sums = if item.parent.is_empty() { super::super::wire::from_i128s(total) } else { Vec::new() };
+            let digest = chunks::digest(total);
+            out.extend(
+                s.complete(*w, vec![proto::ItemResult { item: *id, sums, digest, units, ..Default::default() }]),
+            );
+        }
+        out
+    }
+
+    /// An allreduce phase: once every unit is computed, every worker gets a tree item (a
+    /// binary tree in join order, holding the units it computed); the root's total is the
+    /// result once every worker reported the same digest. A worker lost mid-reduce: its
+    /// units are computed again by the others, the tree is rebuilt without it (a new
+    /// generation) and the reduce starts again; a digest that differs fails the phase.
+    #[test]
+    fn an_allreduce_runs_up_a_tree_of_every_worker_and_restarts_on_a_rebuilt_tree_after_a_loss() {
+        let mut s = Scheduler::new(6);
+        let keys: Vec<WorkerKey> =
+            ["a", "b", "c", "d"].iter().map(|n| s.join(n.to_string(), format!("http://{n}"), 2).0).collect();
+        let (result, sent) = start(&mut s, Collect::Tree(3));
+        let mut nodes = Vec::new();
+        for (w, id, _) in sent {
+            nodes
+                .extend(tree_items(&items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }]))));
+        }
+        assert_eq!(nodes.len(), 4, "one tree item per worker");
+        let parent = |n: &[(WorkerKey, u64, proto::TreeItem)], k| n.iter().find(|i| i.0 == k).unwrap().2.parent.clone();
+        assert_eq!(parent(&nodes, keys[0]), "");
+        assert_eq!(
+            (parent(&nodes, keys[1]), parent(&nodes, keys[2]), parent(&nodes, keys[3])),
+            ("http://a".into(), "http://a".into(), "http://b".into())
+        );
+        let held: usize = nodes.iter().map(|n| n.2.units.len()).sum();
+        assert_eq!(held, 6, "every computed unit is held by exactly one tree member");
+        assert_eq!(s.tree_place(keys[3]), (1, Some(Some(keys[1]))));
+        // First reduce completes.
+        finish_tree(&mut s, &nodes, &[1, 2, 3], 6);
+        assert_eq!(result.try_recv().unwrap().unwrap().sums.sums, [1, 2, 3]);
+
+        // Second phase: the same workers reuse the tree (generation 1). b is lost while the
+        // tree items run: its units come back, and the tree is rebuilt over a, c, d.
+        let (result, sent) = start(&mut s, Collect::Tree(3));
+        let mut nodes = Vec::new();
+        for (w, id, _) in sent {
+            nodes
+                .extend(tree_items(&items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }]))));
+        }
+        assert!(nodes.iter().all(|n| n.2.generation == 1), "unchanged workers keep their tree");
+        let mut pending = items(&s.lose(keys[1]));
+        assert!(pending.iter().all(|i| matches!(i.2, work_item::Kind::Unit(_))), "b's units first, no tree yet");
+        assert!(!pending.is_empty());
+        // Late results of the old tree are unknown items now.
+        assert!(finish_tree(&mut s, &nodes, &[9, 9, 9], 6).is_empty());
+        assert!(result.try_recv().is_err());
+        let mut nodes = Vec::new();
+        while let Some((w, id, kind)) = pending.pop() {
+            assert!(matches!(kind, work_item::Kind::Unit(_)));
+            let out = items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }]));
+            nodes.extend(tree_items(&out));
+            pending.extend(out.into_iter().filter(|i| matches!(i.2, work_item::Kind::Unit(_))));
+        }
+        assert_eq!(nodes.len(), 3, "a tree over the three left");
+        assert!(nodes.iter().all(|n| n.2.generation == 2 && n.0 != keys[1]));
+        assert_eq!(nodes.iter().map(|n| n.2.units.len()).sum::<usize>(), 6);
+        assert_eq!(s.tree_place(keys[3]), (2, Some(Some(keys[0]))), "d's parent is the root now");
+        assert_eq!((s.counters.trees_built, s.counters.tree_restarts), (2, 1));
+        // A worker that received other bits than the root fails the phase, loudly.
+        let (last, rest) = nodes.split_last().unwrap();
+        finish_tree(&mut s, rest, &[4, 5, 6], 6);
+        finish_tree(&mut s, std::slice::from_ref(last), &[4, 5, 7], 6);
+        let error = result.try_recv().unwrap().unwrap_err();
+        assert!(error.contains("a worker received a total of digest"), "{error}");
+    }
+
+    /// A tree item answered "aborted" (a peer gave up): the reduce starts again on a new
+    /// generation of the same workers, without losing anyone.
+    #[test]
+    fn an_aborted_allreduce_starts_again_on_a_new_generation() {
+        let mut s = Scheduler::new(2);
+        let keys: Vec<WorkerKey> =
+            ["a", "b"].iter().map(|n| s.join(n.to_string(), format!("http://{n}"), 1).0).collect();
+        let (result, sent) = start(&mut s, Collect::Tree(1));
+        let mut nodes = Vec::new();
+        for (w, id, _) in sent {
+            nodes
+                .extend(tree_items(&items(&s.complete(w, vec![proto::ItemResult { item: id, ..Default::default() }]))));
+        }
+        let (w, id, _) = &nodes[1];
+        let again = tree_items(&items(
+            &s.complete(*w, vec![proto::ItemResult { item: *id, aborted: true, ..Default::default() }]),
+        ));
+        assert_eq!(again.len(), 2);
+        assert!(again.iter().all(|n| n.2.generation == 2));
+        assert_eq!(s.counters.workers_lost, 0);
+        finish_tree(&mut s, &again, &[42], 2);
+        assert_eq!(result.try_recv().unwrap().unwrap().sums.sums, [42]);
+        assert_eq!(s.tree_place(keys[1]).1, Some(Some(keys[0])));
     }
 
     fn kinds(outbox: &Outbox) -> Vec<(WorkerKey, &'static str)> {

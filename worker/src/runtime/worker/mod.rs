@@ -11,6 +11,7 @@
 //! learns from the master ([`kernels`]).
 
 mod aggregate;
+mod allreduce;
 mod cells;
 pub mod grid;
 mod kernels;
@@ -105,6 +106,8 @@ pub struct WorkerCore {
     session: Mutex<String>,
     units: Mutex<HashMap<u32, SharedUnit>>,
     partials: Mutex<HashMap<u64, Partial>>,
+    /// Chunks of the tree allreduces this worker takes part in.
+    boards: Arc<crate::runtime::allreduce::board::Boards>,
     phases: Mutex<HashMap<u64, Arc<PhaseData>>>,
     /// Bases fetched from the master, by the kernel's base key: (version, bytes).
     bases: Mutex<HashMap<usize, FetchedBase>>,
@@ -127,6 +130,8 @@ enum ItemError {
     Fatal(String),
     /// A peer did not answer: the master redoes its part elsewhere.
     LostPeer(String),
+    /// A tree allreduce was given up by a peer: the master starts it again.
+    Aborted,
 }
 
 impl From<LineaError> for ItemError {
@@ -181,6 +186,7 @@ impl WorkerCore {
         }
         *self.session.lock().expect("session lock") = job.session.clone();
         self.partials.lock().expect("partials lock").clear();
+        self.boards.clear();
         self.phases.lock().expect("phases lock").clear();
         self.bases.lock().expect("bases lock").clear();
         Ok(())
@@ -220,12 +226,20 @@ impl WorkerCore {
             Some(work_item::Kind::Aggregate(a)) => {
                 self.aggregate(item.phase, phase.reduction, a).map(|sums| (sums, Vec::new()))
             }
+            Some(work_item::Kind::Tree(t)) => match self.tree_reduce(item.phase, phase.reduction, t) {
+                Ok(done) => {
+                    (result.digest, result.units) = (done.digest, done.units);
+                    Ok((crate::runtime::wire::from_i128s(&done.total), Vec::new()))
+                }
+                Err(e) => Err(e),
+            },
             None => Err(ItemError::Fatal("empty work item".into())),
         };
         match outcome {
             Ok((sums, payload)) => (result.sums, result.payload) = (sums, payload),
             Err(ItemError::Fatal(message)) => result.error = message,
             Err(ItemError::LostPeer(peer)) => result.lost_peer = peer,
+            Err(ItemError::Aborted) => result.aborted = true,
         }
         self.traffic.result_bytes_sent.fetch_add((result.sums.len() + result.payload.len()) as u64, Ordering::Relaxed);
         result
@@ -259,7 +273,7 @@ impl WorkerCore {
                 output.sums.add_to(&mut sums);
                 crate::runtime::wire::from_i128s(&sums)
             }
-            Reduction::RangeSum { len } => {
+            Reduction::RangeSum { len } | Reduction::AllReduce { len } => {
                 let mut partials = self.partials.lock().expect("partials lock");
                 let partial =
                     partials.entry(phase_id).or_insert_with(|| Partial { units: Vec::new(), sums: vec![0; len] });
@@ -379,6 +393,7 @@ pub fn run(options: WorkerOptions) -> Result<()> {
         job_kernel: Mutex::new((String::new(), Vec::new())),
         units: Mutex::new(HashMap::new()),
         partials: Mutex::new(HashMap::new()),
+        boards: Arc::default(),
         phases: Mutex::new(HashMap::new()),
         bases: Mutex::new(HashMap::new()),
         channels: Mutex::new(HashMap::new()),

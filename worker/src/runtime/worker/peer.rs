@@ -2,9 +2,11 @@
 //! partial sums for aggregators, the state of units it hands over, and cells from its cache.
 
 use super::WorkerCore;
+use crate::runtime::allreduce::board::Pass;
+use crate::runtime::allreduce::node::{WAIT, wait_status};
 use crate::runtime::proto;
 use crate::runtime::wire;
-use linea_proto::peer::PeerBackend;
+use linea_proto::peer::{ChunkFuture, PeerBackend};
 use std::sync::atomic::Ordering;
 
 impl PeerBackend for WorkerCore {
@@ -24,6 +26,15 @@ impl PeerBackend for WorkerCore {
         let slot = self.units.lock().expect("units lock").get(&unit).cloned()?;
         let guard = slot.lock().expect("unit lock");
         guard.as_ref().filter(|u| u.version == version).map(|u| kernel.encode_state(&u.state))
+    }
+
+    fn chunk(&self, r: proto::FetchChunkRequest) -> ChunkFuture {
+        let board = self.boards.board(r.phase, r.generation);
+        let pass = if r.down { Pass::Down } else { Pass::Up };
+        Box::pin(async move {
+            let chunk = board.wait(pass, r.chunk as usize, r.chunks as usize, WAIT).await.map_err(wait_status)?;
+            Ok(proto::ReduceChunk { sums: wire::from_i128s(&chunk.sums), units: chunk.units })
+        })
     }
 
     fn cell(&self, block: u32, shard: u32) -> Option<Vec<u8>> {

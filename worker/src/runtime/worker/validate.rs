@@ -19,6 +19,7 @@ pub fn reduction(phase: &proto::Phase) -> Result<Reduction> {
         Ok(proto::Reduction::None) => return Ok(Reduction::None),
         Ok(proto::Reduction::Sum) => Reduction::Sum { len },
         Ok(proto::Reduction::RangeSum) => Reduction::RangeSum { len },
+        Ok(proto::Reduction::AllReduce) => Reduction::AllReduce { len },
         Err(_) => return Err(LineaError::Usage(format!("phase {}: unknown reduction {}", phase.id, phase.reduction))),
     };
     if len > MAX_SUMS {
@@ -40,6 +41,22 @@ pub fn aggregate_range(item: &proto::AggregateItem, reduction: Reduction) -> Res
         return Err(LineaError::Usage(format!("aggregation range {begin}..{end} outside the phase's {len} sums")));
     }
     Ok(begin..end)
+}
+
+/// A tree item's place, checked against its phase: the phase is an allreduce, and the
+/// chunk length is not zero.
+pub fn tree_item(item: &proto::TreeItem, reduction: Reduction) -> Result<usize> {
+    let Reduction::AllReduce { len } = reduction else {
+        return Err(LineaError::Usage("a tree item of a phase that is no allreduce".into()));
+    };
+    if item.chunk == 0 || item.children.len() > 2 {
+        return Err(LineaError::Usage(format!(
+            "a tree item with chunks of {} sums and {} children",
+            item.chunk,
+            item.children.len()
+        )));
+    }
+    Ok(len)
 }
 
 /// The job description: a loss and a kernel this worker knows, decodable.
