@@ -7,6 +7,12 @@ cd "$LINEA_ROOT"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+# The fuzz crate is outside the workspace and has its own lock file; a dependency added to
+# the workspace must reach it too. Checked here, before the long builds, not at the fuzz step.
+echo "== fuzz/Cargo.lock agrees with the workspace"
+(cd fuzz && cargo metadata --locked --format-version 1 >/dev/null) ||
+    { echo "fuzz/Cargo.lock is stale: run (cd fuzz && cargo metadata --format-version 1 >/dev/null) and commit it" >&2; exit 1; }
+
 echo "== Debian packages the tests compare against (LIBLINEAR's command line tools)"
 scripts/debian-packages.sh liblinear-tools
 
