@@ -68,13 +68,13 @@ fn the_tree_gives_the_bytes_of_the_master_centred_reduction_and_of_one_worker() 
     let reference = path(dir.path(), "reference");
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "1"], &LBFGS[..]].concat());
     let reference = std::fs::read(&reference).unwrap();
-    let (tree, log) = distributed(dir.path(), "tree-4", &grid, 4, &[]);
+    let (tree, log) = distributed(dir.path(), "tree-4", &grid, 4, &["--allreduce", "tree"]);
     assert!(log.contains("allreduce tree rebuilt (first allreduce)"), "{log}");
     assert!(tree == reference, "the tree over 4 workers gives other bytes than one process");
-    let (ranges, log) = distributed(dir.path(), "ranges-4", &grid, 4, &["--allreduce", "ranges"]);
-    assert!(!log.contains("allreduce tree"), "--allreduce ranges builds no tree: {log}");
+    let (ranges, log) = distributed(dir.path(), "ranges-4", &grid, 4, &[]);
+    assert!(!log.contains("allreduce tree"), "the default, --allreduce ranges, builds no tree: {log}");
     assert!(ranges == reference, "the master-centred reduction gives other bytes");
-    let (one, _) = distributed(dir.path(), "tree-1", &grid, 1, &[]);
+    let (one, _) = distributed(dir.path(), "tree-1", &grid, 1, &["--allreduce", "tree"]);
     assert!(one == reference, "a tree of one worker gives other bytes");
 }
 
@@ -105,12 +105,18 @@ fn kill_9_of_a_worker_mid_allreduce_rebuilds_the_tree_and_keeps_the_bytes() {
     let reference = path(dir.path(), "reference");
     let long = ["--algorithm", "lbfgs", "--epochs", "60", "--tolerance", "0", "--gradient-tolerance", "0"];
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "1"], &long[..]].concat());
+    let tree = ["--allreduce", "tree"];
 
     let listen = format!("127.0.0.1:{}", free_port());
     let cluster =
         Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
     let model = path(dir.path(), "model");
-    let mut m = master(dir.path(), "master.log", &listen, &[&["--data", &grid, "--model", &model], &long[..]].concat());
+    let mut m = master(
+        dir.path(),
+        "master.log",
+        &listen,
+        &[&["--data", &grid, "--model", &model], &long[..], &tree[..]].concat(),
+    );
     let logs: Vec<String> = (0..4).map(|i| path(dir.path(), &format!("w{i}.log"))).collect();
     let mut workers: Vec<Child> =
         (0..4).map(|i| worker(dir.path(), &format!("w{i}.log"), &cluster.master_url)).collect();
