@@ -10,7 +10,7 @@ mod common;
 
 use common::processes::*;
 use linea_proto::tls::TLS_DIR_ENV;
-use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
+use linea_worker::runtime::auth::SECRET_ENV;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -108,8 +108,7 @@ fn kill_9_of_a_worker_mid_allreduce_rebuilds_the_tree_and_keeps_the_bytes() {
     let tree = ["--allreduce", "tree"];
 
     let listen = format!("127.0.0.1:{}", free_port());
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    let cluster = Cluster::new(&listen);
     let model = path(dir.path(), "model");
     let mut m = master(
         dir.path(),

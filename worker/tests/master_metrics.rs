@@ -5,7 +5,6 @@
 mod common;
 
 use common::processes::*;
-use linea_worker::runtime::auth::JobSecret;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -52,9 +51,8 @@ fn the_masters_metrics_agree_with_linea_status() {
         "0",
     ];
     let started = Instant::now();
-    let mut master = start_master(dir.path(), "master.log", &args);
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(SECRET).unwrap(), logs: None };
+    let mut master = start_master(dir.path(), "master.log", &args, &[]);
+    let cluster = Cluster::new(&listen);
     cluster.wait_for("the master to listen", |s| s.phase == "training");
     let log = std::fs::read_to_string(dir.path().join("master.log")).unwrap();
     assert!(log.contains(&format!("master metrics on http://{metrics}/metrics")), "{log}");

@@ -60,8 +60,7 @@ fn master_worker_and_status_keep_the_secret_out_of_logs_and_the_process_list() {
         .stderr(log("worker.log"))
         .spawn()
         .unwrap();
-    let cluster =
-        Cluster { master_url: format!("http://{listen}"), secret: JobSecret::new(secret).unwrap(), logs: None };
+    let cluster = Cluster { secret: JobSecret::new(secret).unwrap(), ..Cluster::new(&listen) };
     cluster.wait_for("the worker to train", |s| s.workers_active == 1 && s.epoch >= 2);
 
     let mut texts = vec![
