@@ -10,7 +10,7 @@ use common::processes::*;
 use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 
 /// Trains with `extra` arguments and returns the model's bytes.
 fn train(dir: &Path, grid: &str, name: &str, extra: &[&str]) -> Vec<u8> {
@@ -98,19 +98,26 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     assert!(fetched > 0 && served > 0, "cells from peers: {fetched} fetched, {served} served");
 }
 
-#[test]
-fn a_worker_without_the_job_secret_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
+/// A master training a9a (its output discarded), once it listens: the process, its
+/// cluster, the address it listens on and its model's path.
+fn listening_a9a_master(dir: &Path) -> (Child, Cluster, String, String) {
+    let grid = prepare_grid(dir, "a9a/a9a.train.libsvm", "libsvm", "16384");
     let listen = format!("127.0.0.1:{}", free_port());
-    let model = path(dir.path(), "model");
-    let mut master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
+    let model = path(dir, "model");
+    let master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let cluster = Cluster::new(&listen);
     cluster.wait_for("the master to listen", |s| s.phase == "training");
+    (master, cluster, listen, model)
+}
+
+#[test]
+fn a_worker_without_the_job_secret_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut master, cluster, listen, model) = listening_a9a_master(dir.path());
 
     let intruder = "wrong-secret-0123456789abcdef";
     let out = linea(&["worker", "--master", &listen]).env(SECRET_ENV, intruder).output().unwrap();
@@ -136,16 +143,7 @@ fn a_worker_without_the_job_secret_is_refused() {
 #[test]
 fn a_worker_or_client_without_the_jobs_certificate_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "16384");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let model = path(dir.path(), "model");
-    let mut master = linea(&["master", "--data", &grid, "--model", &model, "--listen", &listen])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let cluster = Cluster::new(&listen);
-    cluster.wait_for("the master to listen", |s| s.phase == "training");
+    let (mut master, cluster, listen, model) = listening_a9a_master(dir.path());
 
     // Another job's certificates (same secret): the handshake fails both ways.
     let other = path(dir.path(), "other-job-certs");
