@@ -93,11 +93,13 @@ fn signal(child: &Child, signal: &str) {
     assert!(Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap().success());
 }
 
-/// A worker is stopped (SIGSTOP) and, once another worker has started a tree item after
-/// that — an allreduce that cannot complete without the stopped worker, which is in every
-/// tree — killed with -9: the master rebuilds the tree without it (a new generation in
-/// its log and status, every live worker placed in it), restarts that reduce, and the run
-/// ends with the bytes of one process.
+/// The tree's root is stopped (SIGSTOP) and, once another worker has started a tree item
+/// after that — an allreduce that cannot complete without the root, which every worker
+/// fetches the total from — killed with -9: the master rebuilds the tree without it (a new
+/// generation in its log and status, every live worker placed in it), restarts that
+/// reduce, and the run ends with the bytes of one process. (A stopped leaf is not enough:
+/// its parent may have fetched its sums before the stop, and then the reduce completes
+/// without a restart.)
 #[test]
 fn kill_9_of_a_worker_mid_allreduce_rebuilds_the_tree_and_keeps_the_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,20 +127,41 @@ fn kill_9_of_a_worker_mid_allreduce_rebuilds_the_tree_and_keeps_the_bytes() {
     assert!(before.workers.iter().all(|w| w.tree_parent.is_some()), "every worker has a place: {before:?}");
     assert_eq!(before.workers.iter().filter(|w| w.tree_parent.as_deref() == Some("")).count(), 1, "one root");
 
-    let victim = workers.remove(1);
-    signal(&victim, "-STOP");
-    let offsets: Vec<usize> = logs.iter().map(|l| std::fs::metadata(l).map_or(0, |m| m.len() as usize)).collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let phase = loop {
-        let started: Vec<u64> = [0, 2, 3].iter().flat_map(|&i| tree_items_after(&logs[i], offsets[i])).collect();
-        if let Some(&p) = started.first() {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "no tree item started after the worker was stopped");
-        // A poll interval, not a synchronisation: the logs are read again.
-        std::thread::sleep(Duration::from_millis(20));
+    let root = before.workers.iter().find(|w| w.tree_parent.as_deref() == Some("")).unwrap();
+    let starting = format!("id={} ", root.worker_id);
+    let root_log = |l: &String| {
+        std::fs::read_to_string(l)
+            .unwrap()
+            .lines()
+            .any(|line| line.contains("worker starting") && line.contains(&starting))
     };
-    let mut victim = victim;
+    let v = logs.iter().position(root_log).unwrap_or_else(|| panic!("no worker log names the root {root:?}"));
+    let mut victim = workers.remove(v);
+    let others: Vec<usize> = (0..4).filter(|&i| i != v).collect();
+    // Stopped inside a phase of unit items, the root holds up the phase itself and no tree
+    // item starts until the master's keepalive (about 30 s) drops it — no allreduce to
+    // cut. So each attempt stops the root for a few seconds at most, and if no other worker
+    // started a tree item meanwhile, lets it go on until the run has moved on by an item;
+    // the next attempt lands elsewhere.
+    let mut attempts = 0;
+    let phase = 'attempts: loop {
+        attempts += 1;
+        assert!(attempts <= 30, "no tree item started while the root was stopped, in 30 attempts");
+        let items = cluster.status().map_or(0, |s| s.items_completed);
+        signal(&victim, "-STOP");
+        let offsets: Vec<usize> = logs.iter().map(|l| std::fs::metadata(l).map_or(0, |m| m.len() as usize)).collect();
+        let window = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < window {
+            let started: Vec<u64> = others.iter().flat_map(|&i| tree_items_after(&logs[i], offsets[i])).collect();
+            if let Some(&p) = started.first() {
+                break 'attempts p;
+            }
+            // A poll interval, not a synchronisation: the logs are read again.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(&victim, "-CONT");
+        cluster.wait_for("the run moves on after the root went on", |s| s.items_completed > items);
+    };
     signal(&victim, "-KILL");
     victim.wait().unwrap();
     let after = cluster.wait_for("the tree rebuilt over the 3 left", |s| {
