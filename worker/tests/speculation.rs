@@ -59,6 +59,9 @@ fn a_stopped_worker_s_work_is_run_elsewhere_and_the_run_ends_while_it_is_still_s
     assert!(status.success(), "{log}");
     assert_eq!(state(victim.id()), 'T', "the run ended while the worker was still stopped");
     assert!(log.contains("straggler: "), "the stopped worker was found stalled: {log}");
+    for line in log.lines().filter(|l| l.contains("straggler") || l.contains("speculative")) {
+        eprintln!("{line}");
+    }
     assert!(
         !log.contains("worker lost during a phase"),
         "its work was run elsewhere, not waited for until its connection timed out: {log}"
