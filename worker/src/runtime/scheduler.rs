@@ -507,6 +507,13 @@ impl Scheduler {
     /// it answers. Its units go to whoever runs them next (rebuilt from the master's base);
     /// its items of the phase are raced or given up (see the module's header).
     fn stall(&mut self, worker: WorkerKey, why: &str) {
+        // Someone must be left to do the work: the last worker that may take part in the
+        // phase is waited for, however slow (else a forfeited phase could never finish).
+        let forfeited = |k: &WorkerKey| self.phase.as_ref().is_some_and(|p| p.forfeited.contains(k));
+        let others = self.workers.iter().any(|(k, w)| *k != worker && !w.stalled && !w.draining && !forfeited(k));
+        if !others {
+            return;
+        }
         let Some(slot) = self.workers.get_mut(&worker) else { return };
         slot.stalled = true;
         self.counters.stalls += 1;
@@ -1739,5 +1746,28 @@ mod tests {
         let ranges = items(&off.complete(sent[1].0, vec![empty(sent[1].1)]));
         let work_item::Kind::Aggregate(range) = &ranges[0].2 else { panic!("a range") };
         assert_eq!(range.patience_ms, 0, "and an aggregator waits as long as the connection lives");
+    }
+
+    /// Someone must be left to do a phase: a lone worker, or the last one not stalled, is
+    /// waited for however late its item (a forfeited phase could never finish).
+    #[test]
+    fn the_last_worker_able_to_do_a_phase_is_never_stalled() {
+        let (mut s, clock) = timed(3);
+        let (a, _) = s.join("a".into(), "http://a".into(), 1);
+        let (_, sent) = start(&mut s, Collect::Aggregated(3));
+        clock.store(10, SeqCst);
+        let next = items(&s.complete(a, vec![proto::ItemResult { item: sent[0].1, ..Default::default() }]));
+        let next = items(&s.complete(a, vec![proto::ItemResult { item: next[0].1, ..Default::default() }]));
+        assert_eq!(next.len(), 1, "the third unit");
+        clock.store(3_600_000, SeqCst);
+        assert!(items(&s.tick()).is_empty());
+        assert_eq!(s.counters.stalls, 0, "alone: waited for");
+        let (b, _) = s.join("b".into(), "http://b".into(), 1);
+        let redo = items(&s.tick());
+        assert_eq!(s.counters.stalls, 1, "with b there, a is stalled");
+        assert_eq!((redo.len(), redo[0].0), (1, b), "b computes a's three units, one at a time");
+        clock.store(7_200_000, SeqCst);
+        assert!(items(&s.tick()).is_empty());
+        assert_eq!(s.counters.stalls, 1, "b is the last worker that may take part: waited for");
     }
 }
