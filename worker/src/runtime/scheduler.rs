@@ -562,6 +562,39 @@ impl Scheduler {
         }
     }
 
+    /// Every worker left has forfeited the current phase (the others were lost since): the
+    /// phase starts over under a new id, so that every worker's partial sums of it start
+    /// empty and nobody is excluded. Items of the old id are dropped; unit state is safe,
+    /// since items name the version they start from.
+    fn renew_if_forfeited_by_all(&mut self) {
+        let Some(phase) = &mut self.phase else { return };
+        let active: Vec<WorkerKey> = self.workers.iter().filter(|(_, w)| !w.draining).map(|(&k, _)| k).collect();
+        if phase.forfeited.is_empty() || active.is_empty() || !active.iter().all(|k| phase.forfeited.contains(k)) {
+            return;
+        }
+        let old = phase.description.id;
+        phase.description.id = self.next_phase;
+        self.next_phase += 1;
+        tracing::info!(old, new = phase.description.id, "every worker left forfeited the phase: it starts over");
+        phase.forfeited.clear();
+        phase.computed.clear();
+        phase.early.clear();
+        phase.took = [Vec::new(), Vec::new()];
+        phase.aggregating = false;
+        phase.pending_ranges.clear();
+        phase.ranges.clear();
+        phase.pending.clear();
+        for unit in 0..self.units {
+            phase.pending.entry(self.owner[unit]).or_default().insert(unit as u32);
+        }
+        phase.payloads = vec![Vec::new(); self.units];
+        for r in self.running.values_mut().filter(|r| r.phase == old) {
+            r.state = Run::Dropped { compare: false, expect: None };
+        }
+        self.wanted.clear();
+        self.restart_tree();
+    }
+
     /// The partial sums `worker` holds of the current phase cannot be used (it is lost or
     /// forfeited the phase): their units are computed again, and an aggregation or a tree
     /// under way starts over once they are.
@@ -659,6 +692,7 @@ impl Scheduler {
         if member && self.phase.as_ref().is_some_and(|p| p.tree_started) {
             self.restart_tree();
         }
+        self.renew_if_forfeited_by_all();
         let mut outbox = self.release_drained();
         outbox.extend(self.finish_if_done());
         outbox.extend(self.assign());
@@ -1769,5 +1803,52 @@ mod tests {
         clock.store(7_200_000, SeqCst);
         assert!(items(&s.tick()).is_empty());
         assert_eq!(s.counters.stalls, 1, "b is the last worker that may take part: waited for");
+    }
+
+    /// A worker forfeited an aggregated phase, then every other worker was lost: the phase
+    /// starts over under a new id (fresh partials on every worker), and the worker left
+    /// computes all of it once it answers.
+    #[test]
+    fn a_phase_forfeited_by_every_worker_left_starts_over_under_a_new_id() {
+        let (mut s, clock) = timed(2);
+        let (a, _) = s.join("a".into(), "http://a".into(), 1);
+        let (b, _) = s.join("b".into(), "http://b".into(), 1);
+        let (result, sent) = start(&mut s, Collect::Aggregated(3));
+        let empty = |item| proto::ItemResult { item, ..Default::default() };
+        let of = |w| sent.iter().find(|i| i.0 == w).unwrap().clone();
+        let (on_a, on_b) = (of(a), of(b));
+        clock.store(10, SeqCst);
+        assert!(items(&s.complete(b, vec![empty(on_b.1)])).is_empty());
+        clock.store(200, SeqCst);
+        let redo = items(&s.tick());
+        assert_eq!((redo.len(), redo[0].0, unit_of(&redo[0].2)), (1, b, unit_of(&on_a.2)), "a forfeits");
+        let first = s.phase.as_ref().unwrap().description.id;
+        assert!(items(&s.lose(b)).is_empty(), "a is stalled: nothing is sent until it answers");
+        let renewed = s.phase.as_ref().unwrap().description.id;
+        assert!(renewed > first, "the phase starts over under a new id");
+        let out = s.complete(a, vec![empty(on_a.1)]);
+        let phases: Vec<u64> = out
+            .iter()
+            .filter_map(|(_, m)| match &m.body {
+                Some(master_message::Body::Assignment(x)) => Some(x.phases.iter().map(|p| p.id)),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(phases, [renewed], "a is sent the phase again");
+        let mut pending = items(&out);
+        let mut ranges = Vec::new();
+        while let Some((w, id, kind)) = pending.pop() {
+            assert_eq!(w, a);
+            match kind {
+                work_item::Kind::Unit(_) => pending.extend(items(&s.complete(w, vec![empty(id)]))),
+                _ => ranges.push((w, id, kind)),
+            }
+        }
+        let work_item::Kind::Aggregate(range) = &ranges[0].2 else { panic!("a range") };
+        assert_eq!((range.sources.len(), range.sources[0].units.len()), (1, 2), "a holds both units");
+        let sums = super::super::wire::from_i128s(&[4, 5, 6]);
+        s.complete(a, vec![proto::ItemResult { item: ranges[0].1, sums, ..Default::default() }]);
+        assert_eq!(result.try_recv().unwrap().unwrap().sums.sums, [4, 5, 6]);
     }
 }
