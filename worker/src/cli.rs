@@ -277,8 +277,8 @@ struct SpeculationArgs {
     /// above 2.
     #[arg(long, default_value_t = 4.0)]
     speculate_factor: f64,
-    /// ... and at least this many seconds, so that millisecond items on a busy machine are
-    /// not copied for a pause.
+    /// The least time an item runs before it can be a straggler (seconds), so that
+    /// millisecond items on a busy machine are not copied for a pause.
     #[arg(long, default_value_t = 1.0)]
     speculate_floor: f64,
     /// Never copy items (a stalled worker is then waited for until its connection fails).
