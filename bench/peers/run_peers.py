@@ -81,6 +81,17 @@ TOOLS = {
     "linea-cocoa":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
                            algorithm=["--algorithm", "cocoa", "--slots", "1"],
                            note="linea CoCoA+ K=1 (SDCA), one long run per repeat; time-to-reach from its trace"),
+    # Issue 15's algorithms, side by side with SCD, CoCoA and VW --bfgs (bench/algorithms-side-by-side.sh).
+    # They stop on relative objective change (--tolerance); hybrid and IPM with 4 slots.
+    "linea-lbfgs":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "lbfgs"], stop="--tolerance",
+                           note="linea L-BFGS (distributed gradient), one long run per repeat"),
+    "linea-hybrid":   dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "hybrid", "--slots", "4"], stop="--tolerance",
+                           note="linea hybrid K=4 (AdaGrad pass, weighted average, L-BFGS), one long run per repeat"),
+    "linea-ipm":      dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "ipm", "--slots", "4"], stop="--tolerance",
+                           note="linea iterative parameter mixtures K=4, one long run per repeat"),
 }
 NOT_COMPARABLE = {
     "snapml-epoch": "one epoch only: a throughput measurement, not a run to the optimum",
@@ -532,10 +543,11 @@ def run_linea(tool, args, ctx, nthr, tag, exe):
     trace = os.path.join(wd, f"linea.{tag}.trace.csv")
     cmd = [exe, "train", "--data", out, "--model", model, "--loss", args.loss, "--l2", repr(args.l2),
            "--epochs", str(args.linea_epochs), "--threads", str(nthr), "--trace", trace]
-    algorithm = TOOLS[tool].get("algorithm")
-    # SCD stops on relative objective change; CoCoA on its duality gap (relative to the primal).
-    cmd += algorithm + ["--gap-tolerance", repr(args.linea_tolerance)] if algorithm else \
-        ["--tolerance", repr(args.linea_tolerance)]
+    algorithm = TOOLS[tool].get("algorithm") or []
+    # SCD, L-BFGS, the hybrid and IPM stop on relative objective change; CoCoA on its duality
+    # gap (relative to the primal).
+    stop = TOOLS[tool].get("stop", "--gap-tolerance" if algorithm else "--tolerance")
+    cmd += algorithm + [stop, repr(args.linea_tolerance)]
     if args.l1:
         cmd += ["--l1", repr(args.l1)]
     rc, wall, rss, so, se, to = run_measured(cmd, timeout=args.timeout)

@@ -5,6 +5,7 @@ use crate::error::{LineaError, Result};
 use crate::input::{FeatureSpec, Format, NumericMode};
 use crate::progress::Progress;
 use crate::runtime::auth::JobSecret;
+use crate::runtime::speculation::Speculation;
 use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -266,6 +267,37 @@ fn all_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(256)
 }
 
+/// Speculative execution on the master (docs/algorithms.md): an item that runs far longer
+/// than the others of its phase is started on an idle worker too; the first result counts.
+#[derive(clap::Args)]
+struct SpeculationArgs {
+    /// An item is a straggler once it has run this many times the median of the items of
+    /// its phase already done (judged once half of them are). A worker holds up to two items
+    /// per thread, so a queued item's normal time is about twice the median: keep it well
+    /// above 2.
+    #[arg(long, default_value_t = 4.0)]
+    speculate_factor: f64,
+    /// The least time an item runs before it can be a straggler (seconds), so that
+    /// millisecond items on a busy machine are not copied for a pause.
+    #[arg(long, default_value_t = 1.0)]
+    speculate_floor: f64,
+    /// Never copy items (a stalled worker is then waited for until its connection fails).
+    #[arg(long)]
+    no_speculation: bool,
+}
+
+impl SpeculationArgs {
+    fn speculation(&self) -> Speculation {
+        match self.no_speculation {
+            true => Speculation::OFF,
+            false => Speculation {
+                factor: Some(self.speculate_factor),
+                floor: Duration::from_secs_f64(self.speculate_floor),
+            },
+        }
+    }
+}
+
 /// How a process of a distributed job reaches the others: shared by `master`, `worker`,
 /// `status` and `drain`.
 #[derive(clap::Args)]
@@ -374,6 +406,8 @@ enum Command {
         /// is the same bits either way.
         #[arg(long, value_enum, default_value_t = master::AllReduceMode::Ranges)]
         allreduce: master::AllReduceMode,
+        #[command(flatten)]
+        speculation: SpeculationArgs,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -542,7 +576,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce } => {
+        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce, speculation } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -558,8 +592,15 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let options =
-                master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret, transport, allreduce };
+            let options = master::MasterOptions {
+                train: args.options(0, 0)?,
+                listen,
+                checkpoint,
+                secret,
+                transport,
+                allreduce,
+                speculation: speculation.speculation(),
+            };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
             })?;
@@ -712,6 +753,8 @@ const RANGES: &[(&str, Range)] = &[
     ("memory", Range::Int { min: 1, max: 1_000 }),
     ("gradient_tolerance", Range::Float { min: 0.0, max: 0.999_999 }),
     ("sgd_rate", Range::Float { min: 1e-9, max: 100.0 }),
+    ("speculate_factor", Range::Float { min: 1.0, max: 1_000.0 }),
+    ("speculate_floor", Range::Float { min: 0.0, max: 3_600.0 }),
 ];
 
 /// A range of valid values, as [`RANGES`] lists them.

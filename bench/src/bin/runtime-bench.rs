@@ -390,6 +390,7 @@ fn session<R>(
         max_epochs: 1,
         progress: Default::default(),
         allreduce: Default::default(),
+        speculation: Default::default(),
     };
     let server =
         Server::start("127.0.0.1:0", &secret, &transports().master, job, kernel, mirror, 0).expect("master starts");

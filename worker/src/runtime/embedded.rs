@@ -30,6 +30,7 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         secret: secret.clone(),
         transport: Transport::Tls(certificates.tls(Role::Master)?),
         allreduce: Default::default(),
+        speculation: Default::default(),
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {

@@ -6,7 +6,7 @@ use super::proto::{self, master_message, worker_message};
 use super::scheduler::{Outbox, Scheduler, WorkerKey};
 use linea_engine::algorithm::Gap;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -67,6 +67,18 @@ impl Hub {
 
     pub fn set_status(&self, update: impl FnOnce(&mut RunStatus)) {
         update(&mut self.status.lock().expect("status lock"));
+    }
+}
+
+/// Has the scheduler look for stragglers every [`super::speculation::TICK`] (a stalled
+/// worker sends nothing that would make it look), until the hub is gone.
+pub async fn watch_stragglers(hub: Weak<Hub>) {
+    let mut interval = tokio::time::interval(super::speculation::TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        interval.tick().await;
+        let Some(hub) = hub.upgrade() else { return };
+        hub.dispatch(Scheduler::tick);
     }
 }
 

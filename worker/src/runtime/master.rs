@@ -10,6 +10,7 @@ use super::checkpoint::Checkpoints;
 use super::hub::{Hub, RunStatus, Service, UnitBases};
 use super::proto;
 use super::scheduler::{Collect, PhaseResult, Scheduler};
+use super::speculation::Speculation;
 use crate::driver::{self, TrainSummary, WithAlgorithm};
 use crate::error::{LineaError, Result};
 use crate::gridload::Layout;
@@ -38,6 +39,8 @@ pub struct MasterOptions {
     pub transport: Transport,
     /// How allreduce phases are summed.
     pub allreduce: AllReduceMode,
+    /// When a straggling item is copied to an idle worker.
+    pub speculation: Speculation,
 }
 
 /// How the master runs a phase the algorithm asks to allreduce (L-BFGS's and the hybrid's
@@ -149,6 +152,7 @@ pub struct Job {
     /// Where the run starts (a resumed run reports its checkpoint's progress at once).
     pub progress: AlgorithmProgress,
     pub allreduce: AllReduceMode,
+    pub speculation: Speculation,
 }
 
 /// A master's gRPC server on its own tokio runtime, fed phases by a [`RemoteRunner`].
@@ -177,7 +181,7 @@ impl<K: Kernel> Server<K> {
     ) -> Result<Self> {
         let bases = Arc::new(Mirrored { current: RwLock::new((version, kernel.clone(), mirror)) });
         let hub = Arc::new(Hub {
-            state: Mutex::new((Scheduler::new(kernel.units()), HashMap::new())),
+            state: Mutex::new((Scheduler::new(kernel.units()).with_speculation(job.speculation), HashMap::new())),
             bases: bases.clone(),
             status: Mutex::new(RunStatus {
                 phase: "training",
@@ -206,6 +210,9 @@ impl<K: Kernel> Server<K> {
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
         let address = listener.local_addr().map_err(LineaError::io(listen))?;
         tracing::info!(%address, "master listening");
+        if job.speculation.factor.is_some() {
+            runtime.spawn(super::hub::watch_stragglers(Arc::downgrade(&hub)));
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let service = linea_proto::server::master(Service { hub: hub.clone() }, secret);
         let builder = linea_proto::server::builder(transport)?;
@@ -340,6 +347,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             max_epochs: train.epochs,
             progress: algorithm.progress(),
             allreduce: options.allreduce,
+            speculation: options.speculation,
         };
         let server = Server::start(
             &options.listen,

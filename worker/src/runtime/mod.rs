@@ -15,6 +15,7 @@ pub mod hub;
 pub mod master;
 pub mod metrics;
 pub mod scheduler;
+pub mod speculation;
 pub mod wire;
 pub mod worker;
 

@@ -5,6 +5,7 @@ use super::{ItemError, WorkerCore};
 use crate::runtime::{proto, wire};
 use linea_engine::algorithm::Reduction;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// A worker's partial sums of one RangeSum phase: over the listed units.
 pub struct Partial {
@@ -35,7 +36,24 @@ impl WorkerCore {
                     end: end as u32,
                 };
                 let mut client = self.peer(&source.address)?;
-                match self.runtime.block_on(client.fetch_partial(request)) {
+                let fetch = client.fetch_partial(request);
+                // A holder that does not answer within the master's patience is reported
+                // slow (speculative execution) instead of waited for.
+                let reply = match item.patience_ms {
+                    0 => self.runtime.block_on(fetch),
+                    // The timer is made inside the runtime: this is a rayon thread.
+                    ms => match self
+                        .runtime
+                        .block_on(async { tokio::time::timeout(Duration::from_millis(ms.into()), fetch).await })
+                    {
+                        Ok(reply) => reply,
+                        Err(_) => {
+                            tracing::info!(peer = %source.address, ms, "partial sums not sent within the patience");
+                            return Err(ItemError::SlowPeer(source.address.clone()));
+                        }
+                    },
+                };
+                match reply {
                     Ok(reply) => {
                         let reply = reply.into_inner();
                         self.traffic.partial_bytes_fetched.fetch_add(reply.sums.len() as u64, Ordering::Relaxed);

@@ -132,6 +132,9 @@ enum ItemError {
     LostPeer(String),
     /// A tree allreduce was given up by a peer: the master starts it again.
     Aborted,
+    /// A holder did not send its partial sums within the item's patience: the master
+    /// finds it stalled and has its part computed again elsewhere.
+    SlowPeer(String),
 }
 
 impl From<LineaError> for ItemError {
@@ -240,6 +243,7 @@ impl WorkerCore {
             Err(ItemError::Fatal(message)) => result.error = message,
             Err(ItemError::LostPeer(peer)) => result.lost_peer = peer,
             Err(ItemError::Aborted) => result.aborted = true,
+            Err(ItemError::SlowPeer(peer)) => result.slow_peer = peer,
         }
         self.traffic.result_bytes_sent.fetch_add((result.sums.len() + result.payload.len()) as u64, Ordering::Relaxed);
         result

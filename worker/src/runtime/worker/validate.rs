@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn an_aggregation_range_outside_its_phase_is_refused() {
-        let item = |begin, end| proto::AggregateItem { begin, end, sources: Vec::new() };
+        let item = |begin, end| proto::AggregateItem { begin, end, sources: Vec::new(), patience_ms: 0 };
         let phase = Reduction::RangeSum { len: 10 };
         assert_eq!(aggregate_range(&item(2, 10), phase).unwrap(), 2..10);
         // Inverted (used to underflow `end - begin`) and past the end (used to allocate it).
