@@ -3,7 +3,7 @@
 # 1e-4 / 1e-5 / 1e-6, hinge loss, Chicle's lambda = 0.01 (l2 = lambda n / 2), static K in
 # {1, 2, 4, 8, 16} and elastic 16 -> 1, 16 -> 2 (factor 4: 16 -> 4 -> 1 resp. 16 -> 4 -> 2).
 #
-#   bench/elastic-bench.sh [--quick]
+#   bench/elastic-bench.sh [--quick] [elastic-bench options: --no-bias, --lambda L, --sigma-cap C, ...]
 #
 # The sets, built into $LINEA_CACHE/elastic-bench from /work/shared/data (LINEA_DATA), each
 # `linea prepare`d with its format's defaults (csv, vw, criteo; the bias an extra feature):
@@ -27,7 +27,7 @@ cd "$LINEA_ROOT"
 
 data=${LINEA_DATA:-/work/shared/data}
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+[ "${1:-}" = "--quick" ] && { quick=1; shift; }
 if [ $quick = 1 ]; then
     REPEAT=1 RCV1_REPEAT=1 budget=(--wall-budget 5 --sim-budget 5)
 else
@@ -62,5 +62,5 @@ prepare "$criteo" "$work/$criteo.tsv" criteo
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "before: $(uptime)"
-nice -n 10 "$bin/elastic-bench" "${budget[@]}" "$higgs=$work/$higgs" "$rcv1=$work/$rcv1" "$criteo=$work/$criteo"
+nice -n 10 "$bin/elastic-bench" "${budget[@]}" "$@" "$higgs=$work/$higgs" "$rcv1=$work/$rcv1" "$criteo=$work/$criteo"
 echo "after: $(uptime)"

@@ -8,8 +8,8 @@
 
 use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
 use linea_engine::Loss;
-use linea_engine::algorithm::Algorithm;
-use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, ElasticConfig, ScaleIn};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction};
+use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
 use linea_engine::grid::InMemoryGrid;
 use std::time::Instant;
 
@@ -25,6 +25,9 @@ pub struct Setting {
     pub threshold: f64,
     /// Threads of the in-process pool (the wall clock is real only for threads >= slots).
     pub threads: usize,
+    /// CoCoA+'s `sigma' = min(K, cap)`; `None`: K, the safe value
+    /// ([`CocoaConfig::with_sigma_cap`]).
+    pub sigma_cap: Option<f64>,
 }
 
 impl Setting {
@@ -80,6 +83,9 @@ pub struct Budget {
 pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> Result<Trace, String> {
     let err = |e: linea_engine::EngineError| e.to_string();
     let mut config = CocoaConfig::new(Loss::Hinge, l2, setting.slots, 1, budget.epochs, budget.gap, 0).map_err(err)?;
+    if let Some(cap) = setting.sigma_cap {
+        config = config.with_sigma_cap(cap).map_err(err)?;
+    }
     if let Some(min) = setting.elastic_min {
         config = config
             .with_elastic(ElasticConfig::new(min, setting.factor, 2, setting.threshold, Clock::Wall).map_err(err)?)
@@ -94,6 +100,14 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
     };
     let mut cocoa = Cocoa::for_grid(config, grid).map_err(err)?.with_clock(Box::new(sim_now.clone()));
     let mut runner = TimedRunner::new(cocoa.kernel().clone(), grid, setting.threads, slot_seconds).map_err(err)?;
+    // Data loading, left out of both clocks as Chicle's times leave it out: every slot
+    // gathers its rows on its first phase, here a non-mutating evaluation at w = 0. (The
+    // rows a scale-in regathers are charged to the epoch after it.)
+    let features = cocoa.kernel().features();
+    let evaluate = CocoaPhase::Evaluate { w: vec![0.0; features] };
+    runner
+        .untimed(PhaseRequest { phase: evaluate, reduction: Reduction::Sum { len: 2 }, mutates: false })
+        .map_err(err)?;
     let (wall_started, sim_started, cpu_started) = (Instant::now(), sim_now(), process_cpu_seconds());
     let mut points = Vec::new();
     loop {
@@ -114,4 +128,20 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
         }
     }
     Ok(Trace { points, scale_ins: cocoa.state().scale_ins.clone() })
+}
+
+/// The grid without the bias block `linea prepare` adds (the feature that is 1 in every
+/// row): CoCoA's and Chicle's SVM, `(1/n) sum loss + (lambda/2) |w|^2` with no intercept.
+/// The bias is the one column every slot shares in full, and it couples the slots' local
+/// problems (docs/benchmarks.md, "Why K > 1 did not pay").
+pub fn without_bias(loaded: linea_worker::gridload::LoadedGrid) -> InMemoryGrid {
+    let bias = loaded.layout.manifest.blocks.iter().position(|b| b.name == linea_worker::prepare::BIAS);
+    let grid = loaded.grid;
+    let Some(bias) = bias else { return grid };
+    let keep = |i: &usize| *i != bias;
+    InMemoryGrid {
+        shapes: (0..grid.shapes.len()).filter(keep).map(|i| grid.shapes[i].clone()).collect(),
+        cells: grid.cells.into_iter().enumerate().filter(|(i, _)| keep(i)).map(|(_, c)| c).collect(),
+        targets: grid.targets,
+    }
 }

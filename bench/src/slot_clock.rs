@@ -62,14 +62,28 @@ pub struct TimedRunner<'g, K: Kernel, G: GridSource> {
 }
 
 impl<'g, K: Kernel, G: GridSource> TimedRunner<'g, K, G> {
-    /// Builds every unit's initial state up front, untimed: that is data loading, which the
-    /// clock (as Chicle's) leaves out.
+    /// Builds every unit's initial state up front, untimed. A kernel may still load data on a
+    /// unit's first phase (CoCoA gathers a slot's rows then): run a non-mutating phase
+    /// through [`Self::untimed`] first to leave that out of the clock too, as Chicle's does.
     pub fn new(kernel: K, grid: &'g G, threads: usize, slot_seconds: SlotSeconds) -> Result<Self, G::Error> {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build().expect("thread pool");
         let states: Vec<Option<K::UnitState>> = pool.install(|| {
             (0..kernel.units()).into_par_iter().map(|unit| kernel.fresh(unit, grid).map(Some)).collect::<Result<_, _>>()
         })?;
         Ok(Self { kernel, grid, states, pool, slot_seconds })
+    }
+
+    /// Runs `request` on every unit without adding to the clock: data loading, such as the
+    /// first gathering of a unit's rows, which `fresh` leaves to the unit's first phase.
+    pub fn untimed(&mut self, request: PhaseRequest<K::Phase>) -> Result<(), G::Error> {
+        let (kernel, grid) = (self.kernel.clone(), self.grid);
+        let phase = &request.phase;
+        self.pool.install(|| {
+            self.states.par_iter_mut().enumerate().try_for_each(|(unit, state)| {
+                let state = state.as_mut().expect("every state is built in new and reconfigure");
+                kernel.run(phase, unit, state, grid).map(|_| ())
+            })
+        })
     }
 
     /// Runs `work` on every unit in the pool; adds the slowest unit's thread CPU time.

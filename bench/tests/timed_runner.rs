@@ -4,8 +4,8 @@
 
 use linea_bench::slot_clock::{SlotSeconds, TimedRunner};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, Runner};
-use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, CocoaKernel, ElasticConfig};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction, Runner};
+use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, CocoaKernel, CocoaPhase, ElasticConfig};
 use linea_engine::grid::InMemoryGrid;
 use linea_engine::runner::LocalRunner;
 use linea_worker::gridload;
@@ -76,4 +76,30 @@ fn the_elastic_run_scales_in_on_this_data() {
     let (_, slots) = train(&mut cocoa, &mut runner, 40);
     assert_eq!(slots.first(), Some(&16));
     assert_eq!(slots.last(), Some(&1), "slot counts: {slots:?}");
+}
+
+#[test]
+fn loading_rows_untimed_leaves_the_clock_and_the_bits_alone() {
+    // The benchmark gathers every slot's rows through `untimed` before its clocks start
+    // (data loading, which Chicle's times leave out): the clock must not move, and the run
+    // after it must give the same bits as one that gathered its rows in its first epoch.
+    let grid = higgs();
+    let config = CocoaConfig::new(Loss::Hinge, 35.0, 4, 1, 100, 0.0, 7).unwrap();
+    let mut plain = Cocoa::for_grid(config, &grid).unwrap();
+    let mut plain_runner = TimedRunner::new(plain.kernel().clone(), &grid, 2, SlotSeconds::default()).unwrap();
+    let expected = train(&mut plain, &mut plain_runner, 20);
+
+    let seconds = SlotSeconds::default();
+    let mut warm = Cocoa::for_grid(config, &grid).unwrap();
+    let mut runner = TimedRunner::new(warm.kernel().clone(), &grid, 2, seconds.clone()).unwrap();
+    let features = warm.kernel().features();
+    let request = PhaseRequest {
+        phase: CocoaPhase::Evaluate { w: vec![0.0; features] },
+        reduction: Reduction::Sum { len: 2 },
+        mutates: false,
+    };
+    runner.untimed(request).unwrap();
+    assert_eq!(seconds.get(), 0.0, "untimed work reached the clock");
+    assert_eq!(train(&mut warm, &mut runner, 20), expected);
+    assert!(seconds.get() > 0.0);
 }

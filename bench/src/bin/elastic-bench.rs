@@ -3,7 +3,10 @@
 //! on prepared grids. Run by `bench/elastic-bench.sh`, which documents the sets.
 //!
 //! `elastic-bench [--lambda 0.01] [--wall-budget S] [--sim-budget S] [--static 1,2,4,8,16]
-//!  [--elastic-factor 4] [--elastic-threshold 1.25] NAME=GRID ...`
+//!  [--elastic-factor 4] [--elastic-threshold 1.25] [--no-bias] [--sigma-cap C] NAME=GRID ...`
+//!
+//! `--no-bias` drops the grid's bias block (Chicle's SVM has no intercept); `--sigma-cap C`
+//! runs CoCoA+ with `sigma' = min(K, C)` instead of the safe K.
 //!
 //! Chicle's `lambda` is that of CoCoA's `(1/n) sum loss + (lambda/2) |w|^2`; times `n` that
 //! is linea's `sum loss + l2 |w|^2` with `l2 = lambda n / 2` (same minimizer, same relative
@@ -25,6 +28,8 @@ struct Args {
     /// The elastic policy's m and d (default Chicle's 4 and 1.25).
     factor: u32,
     threshold: f64,
+    no_bias: bool,
+    sigma_cap: Option<f64>,
     sets: Vec<(String, String)>,
 }
 
@@ -35,6 +40,8 @@ fn parse() -> Result<Args, String> {
         statics: vec![1, 2, 4, 8, 16],
         factor: 4,
         threshold: 1.25,
+        no_bias: false,
+        sigma_cap: None,
         sets: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -50,6 +57,8 @@ fn parse() -> Result<Args, String> {
             "--sim-budget" => args.budget.sim_seconds = number(it.next(), "--sim-budget")?,
             "--elastic-factor" => args.factor = number(it.next(), "--elastic-factor")? as u32,
             "--elastic-threshold" => args.threshold = number(it.next(), "--elastic-threshold")?,
+            "--no-bias" => args.no_bias = true,
+            "--sigma-cap" => args.sigma_cap = Some(number(it.next(), "--sigma-cap")?),
             "--static" => {
                 let list = it.next().unwrap_or_default();
                 let parsed: Option<Vec<u32>> = list.split(',').map(|k| k.parse().ok().filter(|&k| k > 0)).collect();
@@ -62,15 +71,21 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.sets.is_empty() {
-        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] NAME=GRID ...".into());
+        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] [--no-bias] [--sigma-cap C] NAME=GRID ...".into());
     }
     Ok(args)
 }
 
 fn settings(args: &Args) -> Vec<Setting> {
-    let (factor, threshold) = (args.factor, args.threshold);
-    let one =
-        |slots: u32, elastic_min| Setting { slots, elastic_min, factor, threshold, threads: slots.min(2) as usize };
+    let (factor, threshold, sigma_cap) = (args.factor, args.threshold, args.sigma_cap);
+    let one = |slots: u32, elastic_min| Setting {
+        slots,
+        elastic_min,
+        factor,
+        threshold,
+        threads: slots.min(2) as usize,
+        sigma_cap,
+    };
     let mut all: Vec<Setting> = args.statics.iter().map(|&k| one(k, None)).collect();
     all.push(one(16, Some(1)));
     all.push(one(16, Some(2)));
@@ -124,12 +139,15 @@ fn main() {
             eprintln!("error: {name}: {e}");
             std::process::exit(1)
         });
-        let rows = loaded.grid.rows();
+        let grid = if args.no_bias { linea_bench::elastic_run::without_bias(loaded) } else { loaded.grid };
+        let rows = grid.rows();
         let l2 = args.lambda * rows as f64 / 2.0;
         println!(
-            "\n### {name}: {rows} rows, {} non-zeros, lambda {} -> l2 = {l2}; elastic m = {}, d = {}, N = 2\n",
-            loaded.grid.nnz(),
+            "\n### {name}: {rows} rows, {} non-zeros, lambda {} -> l2 = {l2}; bias {}; sigma' = {}; elastic m = {}, d = {}, N = 2\n",
+            grid.nnz(),
             args.lambda,
+            if args.no_bias { "off" } else { "on" },
+            args.sigma_cap.map_or("K".into(), |c| format!("min(K, {c})")),
             args.factor,
             args.threshold
         );
@@ -139,7 +157,7 @@ fn main() {
         println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
         let mut traces = Vec::new();
         for setting in settings(&args) {
-            let trace = run(&loaded.grid, l2, &setting, args.budget).unwrap_or_else(|e| {
+            let trace = run(&grid, l2, &setting, args.budget).unwrap_or_else(|e| {
                 eprintln!("error: {name} {}: {e}", setting.label());
                 std::process::exit(1)
             });

@@ -19,6 +19,8 @@ pub struct CocoaConfig {
     seed: u64,
     /// Chicle's scale-in policy; `None`: K stays as it is.
     elastic: Option<ElasticConfig>,
+    /// CoCoA+'s `sigma'` is `min(K, cap)`; `None`: `K` (see [`Self::with_sigma_cap`]).
+    sigma_cap: Option<f64>,
 }
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
@@ -55,7 +57,18 @@ impl CocoaConfig {
         if !(gap_tolerance.is_finite() && gap_tolerance >= 0.0) {
             return Err(invalid("gap_tolerance", gap_tolerance, "must be finite and >= 0"));
         }
-        Ok(Self { loss, l2, slots, partitions: slots, local_passes, max_epochs, gap_tolerance, seed, elastic: None })
+        Ok(Self {
+            loss,
+            l2,
+            slots,
+            partitions: slots,
+            local_passes,
+            max_epochs,
+            gap_tolerance,
+            seed,
+            elastic: None,
+            sigma_cap: None,
+        })
     }
 
     /// Splits the rows into `partitions` (P) instead of K: the least common multiple of every
@@ -88,6 +101,27 @@ impl CocoaConfig {
         self.partitions = partitions;
         self.elastic = Some(elastic);
         Ok(self)
+    }
+
+    /// Couples the slots' local problems with `sigma' = min(K, cap)` instead of `K`.
+    ///
+    /// `sigma' = K` (with the updates added) is safe for any data (Ma, Smith et al. 2015,
+    /// Lemma 4); the bound it must meet is `sigma' >= max |X' alpha|^2 / sum_k |X_k' alpha_k|^2`,
+    /// which is far below K when the slots' rows are nearly orthogonal. Below that bound an
+    /// epoch can overshoot and the dual fall; the gap stays a valid certificate either way
+    /// (every `alpha` stays in its domain and `w = X' alpha / lambda`).
+    pub fn with_sigma_cap(mut self, cap: f64) -> Result<Self, EngineError> {
+        if !(cap.is_finite() && cap >= 1.0) {
+            return Err(invalid("sigma cap", cap, "must be finite and >= 1"));
+        }
+        self.sigma_cap = Some(cap);
+        Ok(self)
+    }
+
+    /// CoCoA+'s `sigma'` for K = `slots`.
+    pub fn sigma(&self, slots: u32) -> f64 {
+        let k = slots as f64;
+        self.sigma_cap.map_or(k, |cap| cap.min(k))
     }
 
     pub fn elastic(&self) -> Option<&ElasticConfig> {

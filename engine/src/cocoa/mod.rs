@@ -30,6 +30,8 @@ pub mod elastic;
 pub mod kernel;
 pub mod layout;
 pub mod rows;
+#[cfg(test)]
+mod sigma_cap_tests;
 pub mod solver;
 pub mod state;
 #[cfg(test)]
@@ -81,7 +83,7 @@ impl Cocoa {
         let kernel = CocoaKernel {
             loss: config.loss(),
             lambda: config.lambda(),
-            sigma: config.slots() as f64,
+            sigma: config.sigma(config.slots()),
             local_passes: config.local_passes(),
             seed: config.seed(),
             layout,
@@ -108,7 +110,7 @@ impl Cocoa {
     /// The kernel of K slots: the same partitions, `sigma' = K`.
     fn kernel_for(&self, slots: u32) -> CocoaKernel {
         CocoaKernel {
-            sigma: slots as f64,
+            sigma: self.config.sigma(slots),
             layout: self.kernel.layout.with_slots(slots as usize),
             ..self.kernel.clone()
         }
