@@ -49,6 +49,15 @@ const SECRET_DIR: &str = "/var/run/linea/secret";
 /// - Scale-in, `kubectl delete pod`, a voluntary drain: the worker exits as soon as the master
 ///   has released it; the period is only an upper bound.
 pub const WORKER_GRACE_SECONDS: i64 = 110;
+/// How long the master (and the prepare pod) may take to stop after SIGTERM. The master
+/// stops at once: it hands out no more phases, abandons the iteration in flight (the one
+/// before it is already in the checkpoint, written at its end) and exits 143, leaving its
+/// workers waiting for the next master. What it may have to finish is a checkpoint write in
+/// flight (one object: a step, or a base about the model's size; at most ~15 s of storage
+/// retries) and closing its server (at most 5 s), so Kubernetes' default 30 s is enough.
+/// Killed before (SIGKILL at the end of the period), it is no worse than after kill -9:
+/// checkpoint objects appear whole or not at all, and it resumes from the iteration before.
+pub const MASTER_GRACE_SECONDS: i64 = 30;
 /// The worker's own `--drain-timeout`: it leaves by itself this long after a drain began,
 /// inside [`WORKER_GRACE_SECONDS`], so the kubelet never has to kill it mid-handover.
 pub const WORKER_DRAIN_TIMEOUT_SECONDS: i64 = 100;
@@ -395,7 +404,7 @@ pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) ->
             priority_class_name: job.spec.priority_class_name.clone(),
             scheduler_name: job.spec.scheduler_name.clone(),
             enable_service_links: Some(false),
-            termination_grace_period_seconds: Some(30),
+            termination_grace_period_seconds: Some(MASTER_GRACE_SECONDS),
             node_selector: (!parts.node_selector.is_empty()).then_some(parts.node_selector),
             tolerations: (!parts.tolerations.is_empty()).then_some(parts.tolerations),
             affinity: parts.affinity,

@@ -558,8 +558,16 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let options =
-                master::MasterOptions { train: args.options(0, 0)?, listen, checkpoint, secret, transport, allreduce };
+            let train = args.options(0, 0)?;
+            let options = master::MasterOptions {
+                train,
+                listen,
+                checkpoint,
+                secret,
+                transport,
+                allreduce,
+                stop_on_signals: true,
+            };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
             })?;

@@ -30,6 +30,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         secret: secret.clone(),
         transport: Transport::Tls(certificates.tls(Role::Master)?),
         allreduce: Default::default(),
+        // SIGINT of `linea train` ends it and its workers, as any command.
+        stop_on_signals: false,
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {
