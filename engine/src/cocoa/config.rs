@@ -1,5 +1,6 @@
 //! The settings of a CoCoA run, validated once.
 
+use super::catalyst::AccelerateConfig;
 use super::elastic::ElasticConfig;
 use crate::error::EngineError;
 use crate::loss::Loss;
@@ -19,7 +20,16 @@ pub struct CocoaConfig {
     seed: u64,
     /// Chicle's scale-in policy; `None`: K stays as it is.
     elastic: Option<ElasticConfig>,
+    /// Catalyst's outer loop ([`super::catalyst`]); `None`: plain CoCoA.
+    accelerate: Option<AccelerateConfig>,
 }
+
+const ACCELERATED_AND_ELASTIC: EngineError = EngineError::InvalidParameter {
+    name: "accelerate",
+    value: 1.0,
+    why: "Catalyst acceleration and elastic scale-in cannot be combined (the scale-in policy would read \
+          the accelerated gap curve's flat stretches as knees)",
+};
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
     EngineError::InvalidParameter { name, value, why }
@@ -55,7 +65,18 @@ impl CocoaConfig {
         if !(gap_tolerance.is_finite() && gap_tolerance >= 0.0) {
             return Err(invalid("gap_tolerance", gap_tolerance, "must be finite and >= 0"));
         }
-        Ok(Self { loss, l2, slots, partitions: slots, local_passes, max_epochs, gap_tolerance, seed, elastic: None })
+        Ok(Self {
+            loss,
+            l2,
+            slots,
+            partitions: slots,
+            local_passes,
+            max_epochs,
+            gap_tolerance,
+            seed,
+            elastic: None,
+            accelerate: None,
+        })
     }
 
     /// Splits the rows into `partitions` (P) instead of K: the least common multiple of every
@@ -77,6 +98,9 @@ impl CocoaConfig {
     /// common multiple of every slot count the run can reach (or a multiple of it given
     /// later with [`Self::with_partitions`]).
     pub fn with_elastic(mut self, elastic: ElasticConfig) -> Result<Self, EngineError> {
+        if self.accelerate.is_some() {
+            return Err(ACCELERATED_AND_ELASTIC);
+        }
         if elastic.min_slots() > self.slots {
             return Err(invalid("elastic min_slots", elastic.min_slots() as f64, "must be at most the slot count"));
         }
@@ -88,6 +112,24 @@ impl CocoaConfig {
         self.partitions = partitions;
         self.elastic = Some(elastic);
         Ok(self)
+    }
+
+    /// Runs CoCoA inside Catalyst's accelerated outer loop ([`super::catalyst`]).
+    ///
+    /// Not together with elastic scale-in: the policy reads a knee in the gap curve as the
+    /// slow block-Jacobi mode that fewer slots remove, while the accelerated curve is a
+    /// staircase of best-so-far values (flat within a subproblem, then a drop), whose flat
+    /// stretches would read as knees; and both answer the same slow mode, in different ways.
+    pub fn with_accelerate(mut self, accelerate: AccelerateConfig) -> Result<Self, EngineError> {
+        if self.elastic.is_some() {
+            return Err(ACCELERATED_AND_ELASTIC);
+        }
+        self.accelerate = Some(accelerate);
+        Ok(self)
+    }
+
+    pub fn accelerate(&self) -> Option<&AccelerateConfig> {
+        self.accelerate.as_ref()
     }
 
     pub fn elastic(&self) -> Option<&ElasticConfig> {
@@ -159,6 +201,12 @@ mod tests {
         assert!(
             ok(1.0, 2, 1, 10, 0.0).unwrap().with_elastic(ElasticConfig::chicle(3, elastic.clock()).unwrap()).is_err()
         );
+        let accelerate = AccelerateConfig::new(None).unwrap();
+        assert!(AccelerateConfig::new(Some(0.0)).is_err());
+        assert!(AccelerateConfig::new(Some(f64::NAN)).is_err());
+        assert!(scaled.with_accelerate(accelerate).is_err(), "elastic, then accelerated");
+        let accelerated = ok(1.0, 8, 1, 10, 0.0).unwrap().with_accelerate(accelerate).unwrap();
+        assert!(accelerated.with_elastic(elastic).is_err(), "accelerated, then elastic");
     }
 
     #[test]
