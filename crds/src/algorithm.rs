@@ -242,6 +242,12 @@ pub struct CocoaParams {
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub seed: i64,
+    /// Run CoCoA inside Catalyst's accelerated outer loop (default false): a sequence of
+    /// better-conditioned proximal subproblems with an extrapolated centre, which needs far
+    /// fewer rounds when several workers' slots are slow to close the gap; the gap reported
+    /// stays that of the objective above. Not together with elastic scale-in.
+    #[serde(default)]
+    pub accelerate: bool,
 }
 
 impl Default for CocoaParams {
@@ -253,6 +259,7 @@ impl Default for CocoaParams {
             gap_tolerance: default_gap_tolerance(),
             max_epochs: default_cocoa_epochs(),
             seed: 0,
+            accelerate: false,
         }
     }
 }

@@ -96,6 +96,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
     validation = Rule::new(IMMUTABLE_RAW_DATA_RULE).message(crate::validation::MSG_RAW_DATA_IMMUTABLE),
     validation = Rule::new(ELASTIC_COCOA_RULE).message(crate::validation::MSG_ELASTIC_NEEDS_COCOA),
     validation = Rule::new(ELASTIC_MIN_RULE).message(crate::validation::MSG_ELASTIC_MIN_ABOVE_REPLICAS),
+    validation = Rule::new(ELASTIC_ACCELERATE_RULE).message(crate::validation::MSG_ELASTIC_NOT_ACCELERATED),
 )]
 pub struct TrainingJobSpec {
     /// URI of the data grid written by `linea prepare`: `s3://bucket/prefix` (pods see no
@@ -218,6 +219,11 @@ const IMMUTABLE_RAW_DATA_RULE: &str =
 
 /// Elastic scale-in is CoCoA's: SCD gives the same model for any worker count and has no
 /// slots to merge.
+/// Catalyst's accelerated gap curve would mislead the scale-in policy (engine
+/// `CocoaConfig::with_accelerate`).
+const ELASTIC_ACCELERATE_RULE: &str = "!has(self.elastic) || !self.elastic.enabled || !has(self.algorithm) || \
+     !has(self.algorithm.cocoa) || !has(self.algorithm.cocoa.accelerate) || !self.algorithm.cocoa.accelerate";
+
 const ELASTIC_COCOA_RULE: &str =
     "!has(self.elastic) || !self.elastic.enabled || (has(self.algorithm) && has(self.algorithm.cocoa))";
 

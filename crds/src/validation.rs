@@ -40,6 +40,9 @@ pub const MSG_SAME_URI: &str = "modelUri must differ from datasetUri: the model 
 /// CEL message: elastic scale-in asked for with an algorithm other than CoCoA.
 pub const MSG_ELASTIC_NEEDS_COCOA: &str = "elastic.enabled needs algorithm.cocoa: elastic scale-in merges CoCoA's slots; \
      SCD gives the same model for any worker count and has nothing to scale in";
+/// CEL message: elastic scale-in asked for with accelerated CoCoA.
+pub const MSG_ELASTIC_NOT_ACCELERATED: &str = "elastic.enabled cannot be combined with algorithm.cocoa.accelerate: \
+     the scale-in policy would read the accelerated duality-gap curve's flat stretches as knees";
 /// CEL message: the elastic floor above the workers the job starts with.
 pub const MSG_ELASTIC_MIN_ABOVE_REPLICAS: &str = "elastic.minReplicas must be less than or equal to workers.replicas: \
      an elastic job starts with workers.replicas slots and scales in towards elastic.minReplicas";
@@ -265,6 +268,7 @@ impl TrainingJobSpec {
         if e.enabled {
             p.check(matches!(self.algorithm, Algorithm::Cocoa(_)), MSG_ELASTIC_NEEDS_COCOA);
             p.check(e.min_replicas <= w.replicas, MSG_ELASTIC_MIN_ABOVE_REPLICAS);
+            p.check(!matches!(&self.algorithm, Algorithm::Cocoa(c) if c.accelerate), MSG_ELASTIC_NOT_ACCELERATED);
         }
         p.at_least("elastic.minReplicas", e.min_replicas.into(), 1);
         p.at_most("elastic.minReplicas", e.min_replicas.into(), MAX_WORKERS.into());
@@ -365,6 +369,11 @@ mod tests {
         let mut scd = s.clone();
         scd.algorithm = Algorithm::Scd(ScdParams::default());
         assert_eq!(scd.validate().unwrap_err().problems, [MSG_ELASTIC_NEEDS_COCOA]);
+        let mut accelerated = s.clone();
+        accelerated.algorithm = Algorithm::Cocoa(CocoaParams { accelerate: true, ..CocoaParams::default() });
+        assert_eq!(accelerated.validate().unwrap_err().problems, [MSG_ELASTIC_NOT_ACCELERATED]);
+        accelerated.elastic.enabled = false;
+        accelerated.validate().unwrap();
         let mut s = spec();
         s.algorithm = Algorithm::Scd(ScdParams { loss: Loss::Hinge, ..ScdParams::default() });
         assert_eq!(s.validate().unwrap_err().problems, [MSG_SCD_HINGE]);

@@ -169,6 +169,7 @@ fn every_cel_message_is_exercised_by_a_fixture() {
         validation::MSG_MODEL_URI_IMMUTABLE,
         validation::MSG_HYBRID_HINGE,
         validation::MSG_ELASTIC_NEEDS_COCOA,
+        validation::MSG_ELASTIC_NOT_ACCELERATED,
         validation::MSG_ELASTIC_MIN_ABOVE_REPLICAS,
         validation::MSG_ELASTIC_THRESHOLD,
         validation::MSG_ELASTIC_IMMUTABLE,
@@ -196,6 +197,7 @@ fn full_fixture_fields_land_where_expected() {
     assert_eq!(cocoa.loss, Loss::Hinge);
     assert_eq!(cocoa.l2, 1e-4);
     assert_eq!((cocoa.local_passes, cocoa.max_epochs, cocoa.seed), (2, 50, 7));
+    assert!(cocoa.accelerate);
     assert_eq!(cocoa.gap_tolerance, 1e-5);
     assert!(!spec.elastic.enabled);
     assert_eq!(spec.service_account_name.as_deref(), Some("linea-training"));

@@ -515,6 +515,11 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
     for (flag, value) in params {
         args.extend([flag.to_string(), value]);
     }
+    if let Algorithm::Cocoa(p) = &spec.algorithm
+        && p.accelerate
+    {
+        args.push("--accelerate".into());
+    }
     // Elastic CoCoA: the master scales in from the slots above; admission allows it with
     // cocoa only, and `linea master` refuses `--elastic` with SCD too.
     let elastic = &spec.elastic;
@@ -937,6 +942,12 @@ pub mod tests {
         assert_eq!(after("--seed"), Some("9"));
         assert_eq!(after("--slots"), Some("6"));
         assert_eq!(after("--tolerance"), None, "SCD's stopping rule is not CoCoA's");
+        assert!(!args.iter().any(|a| a == "--accelerate"), "plain CoCoA unless asked");
+        let accelerated = self::job(
+            "datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 4}\n\
+             algorithm: {cocoa: {accelerate: true}}\n",
+        );
+        assert!(self::args(&master_pod(&accelerated, &options())).iter().any(|a| a == "--accelerate"));
         let defaults = job_with_defaults_of_cocoa();
         let args = self::args(&master_pod(&defaults, &options()));
         let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());

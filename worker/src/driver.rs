@@ -59,6 +59,10 @@ pub trait WithAlgorithm {
 /// The one place that lists the algorithms.
 pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout, then: W) -> Result<W::Output> {
     let shards = layout.manifest.shards.len();
+    if options.accelerate.is_some() && options.algorithm != AlgorithmName::Cocoa {
+        let name = options.algorithm.name();
+        return Err(LineaError::Usage(format!("--accelerate is Catalyst's outer loop around CoCoA; {name} has none")));
+    }
     match options.algorithm {
         AlgorithmName::Scd => {
             if options.elastic.is_some() {
@@ -85,6 +89,10 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
             )?;
             let config = match options.elastic {
                 Some(elastic) => config.with_elastic(elastic)?,
+                None => config,
+            };
+            let config = match options.accelerate {
+                Some(accelerate) => config.with_accelerate(accelerate)?,
                 None => config,
             };
             let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();

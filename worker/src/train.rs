@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use crate::storage;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
-use linea_engine::cocoa::ElasticConfig;
+use linea_engine::cocoa::{AccelerateConfig, ElasticConfig};
 use linea_engine::hybrid::Mixing;
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
@@ -29,6 +29,8 @@ pub struct TrainOptions {
     pub gap_tolerance: f64,
     /// CoCoA scales in from `slots` as this policy decides; `None`: K stays.
     pub elastic: Option<ElasticConfig>,
+    /// CoCoA runs inside Catalyst's accelerated outer loop; `None`: plain CoCoA.
+    pub accelerate: Option<AccelerateConfig>,
     /// L-BFGS (lbfgs, hybrid): the curvature pairs kept (m).
     pub memory: u32,
     /// Hybrid and IPM: the online passes' learning rate.
@@ -65,6 +67,7 @@ impl TrainOptions {
             local_passes: 1,
             gap_tolerance: 1e-6,
             elastic: None,
+            accelerate: None,
             memory: 15,
             rate: 0.5,
             gradient_tolerance: 1e-10,

@@ -237,18 +237,28 @@ fn a_worker_whose_master_never_answers_gives_up_with_a_clear_error() {
 /// committed state with the same seed).
 #[test]
 fn cocoa_slots_survive_preemption_failure_and_a_master_restart() {
+    cocoa_survives_disturbances(&[]);
+}
+
+/// The same with Catalyst's outer loop (`--accelerate`): its state (centre, last iterate,
+/// best model) is checkpointed with the duals, so a restarted master goes on to the same
+/// bytes.
+#[test]
+fn accelerated_cocoa_survives_preemption_failure_and_a_master_restart() {
+    cocoa_survives_disturbances(&["--accelerate"]);
+}
+
+fn cocoa_survives_disturbances(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
-    let params = ["--algorithm", "cocoa", "--slots", "4", "--epochs", "150", "--gap-tolerance", "0"];
+    let base = ["--algorithm", "cocoa", "--epochs", "150", "--gap-tolerance", "0"];
+    let params = [&base[..], &["--slots", "4"], extra].concat();
     let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
+    let again = train(dir.path(), &grid, "again", &[&params[..], &["--threads", "1"]].concat());
+    assert!(again == reference, "a repeat on 1 thread gives the same model");
     let three = train(dir.path(), &grid, "three", &[&params[..], &["--workers", "3"]].concat());
     assert!(three == reference, "3 worker processes serving 4 slots give the one-process model");
-    let other_k = train(
-        dir.path(),
-        &grid,
-        "k2",
-        &["--algorithm", "cocoa", "--slots", "2", "--epochs", "150", "--gap-tolerance", "0"],
-    );
+    let other_k = train(dir.path(), &grid, "k2", &[&base[..], &["--slots", "2"], extra].concat());
     assert!(other_k != reference, "the model depends on K");
 
     let listen = format!("127.0.0.1:{}", free_port());

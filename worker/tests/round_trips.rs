@@ -8,7 +8,8 @@
 //!   header, parse back to the same bytes (f64 and i128 extremes, NaN and subnormals too).
 
 use linea_engine::algorithm::{decode, encode};
-use linea_engine::cocoa::{CocoaState, CocoaStep, EpochRecord};
+use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
+use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
 use linea_engine::scd::{ScdState, ScdStep};
 use linea_engine::{CellValues, Loss};
 use linea_worker::gridload;
@@ -144,20 +145,31 @@ proptest! {
     ) {
         let scd = ScdState { theta: theta.clone(), epoch, objectives: alpha.clone(), history: vec![theta.clone()], position };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
-        let cocoa = CocoaState { epoch, v: v.clone(), alpha: alpha.clone(), history: vec![record], slots, scale_ins: Vec::new() };
+        let cocoa =
+            CocoaState { epoch, v: v.clone(), alpha: alpha.clone(), history: vec![record], slots, scale_ins: Vec::new(), catalyst: None };
         let cocoa_step = CocoaStep {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),
             v: v.iter().enumerate().map(|(i, &x)| (i as u32, x)).collect(),
             record,
             scale_in: None,
+            catalyst: None,
         };
+        // Accelerated: Catalyst's outer state and step ride along.
+        let inner = InnerRecord { primal: record.primal, dual: -2.5, inner_gap: 1e-3, threshold: 2e-3, outer_done: true };
+        let mut outer = CatalystState::start(alpha.len());
+        outer.apply(CatalystStep { record: inner, best_w: Some(alpha.clone()), next: Some(Outer { y: alpha.clone(), x_prev: alpha.clone() }) }).unwrap();
+        let accelerated = CocoaState { catalyst: Some(outer.clone()), ..cocoa.clone() };
+        let accelerated_step =
+            CocoaStep { catalyst: Some(CatalystStep { record: inner, best_w: None, next: None }), ..cocoa_step.clone() };
         let scd_step = ScdStep::Block { epoch, position, objectives: alpha, block: 3, theta: theta.concat() };
         check_object(&scd, version)?;
         check_object(&ScdStep::Epoch(scd.clone()), version)?;
         check_object(&scd_step, version)?;
         check_object(&cocoa, version)?;
         check_object(&cocoa_step, version)?;
+        check_object(&accelerated, version)?;
+        check_object(&accelerated_step, version)?;
     }
 }
 

@@ -1,5 +1,6 @@
 //! The settings of a CoCoA run, validated once.
 
+use super::catalyst::AccelerateConfig;
 use super::elastic::ElasticConfig;
 use crate::error::EngineError;
 use crate::loss::Loss;
@@ -21,7 +22,16 @@ pub struct CocoaConfig {
     elastic: Option<ElasticConfig>,
     /// CoCoA+'s `sigma'` is `min(K, cap)`; `None`: `K` (see [`Self::with_sigma_cap`]).
     sigma_cap: Option<f64>,
+    /// Catalyst's outer loop ([`super::catalyst`]); `None`: plain CoCoA.
+    accelerate: Option<AccelerateConfig>,
 }
+
+const ACCELERATED_AND_ELASTIC: EngineError = EngineError::InvalidParameter {
+    name: "accelerate",
+    value: 1.0,
+    why: "Catalyst acceleration and elastic scale-in cannot be combined (the scale-in policy would read \
+          the accelerated gap curve's flat stretches as knees)",
+};
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
     EngineError::InvalidParameter { name, value, why }
@@ -68,6 +78,7 @@ impl CocoaConfig {
             seed,
             elastic: None,
             sigma_cap: None,
+            accelerate: None,
         })
     }
 
@@ -90,6 +101,9 @@ impl CocoaConfig {
     /// common multiple of every slot count the run can reach (or a multiple of it given
     /// later with [`Self::with_partitions`]).
     pub fn with_elastic(mut self, elastic: ElasticConfig) -> Result<Self, EngineError> {
+        if self.accelerate.is_some() {
+            return Err(ACCELERATED_AND_ELASTIC);
+        }
         if elastic.min_slots() > self.slots {
             return Err(invalid("elastic min_slots", elastic.min_slots() as f64, "must be at most the slot count"));
         }
@@ -122,6 +136,24 @@ impl CocoaConfig {
     pub fn sigma(&self, slots: u32) -> f64 {
         let k = slots as f64;
         self.sigma_cap.map_or(k, |cap| cap.min(k))
+    }
+
+    /// Runs CoCoA inside Catalyst's accelerated outer loop ([`super::catalyst`]).
+    ///
+    /// Not together with elastic scale-in: the policy reads a knee in the gap curve as the
+    /// slow block-Jacobi mode that fewer slots remove, while the accelerated curve is a
+    /// staircase of best-so-far values (flat within a subproblem, then a drop), whose flat
+    /// stretches would read as knees; and both answer the same slow mode, in different ways.
+    pub fn with_accelerate(mut self, accelerate: AccelerateConfig) -> Result<Self, EngineError> {
+        if self.elastic.is_some() {
+            return Err(ACCELERATED_AND_ELASTIC);
+        }
+        self.accelerate = Some(accelerate);
+        Ok(self)
+    }
+
+    pub fn accelerate(&self) -> Option<&AccelerateConfig> {
+        self.accelerate.as_ref()
     }
 
     pub fn elastic(&self) -> Option<&ElasticConfig> {
@@ -193,6 +225,12 @@ mod tests {
         assert!(
             ok(1.0, 2, 1, 10, 0.0).unwrap().with_elastic(ElasticConfig::chicle(3, elastic.clock()).unwrap()).is_err()
         );
+        let accelerate = AccelerateConfig::new(None).unwrap();
+        assert!(AccelerateConfig::new(Some(0.0)).is_err());
+        assert!(AccelerateConfig::new(Some(f64::NAN)).is_err());
+        assert!(scaled.with_accelerate(accelerate).is_err(), "elastic, then accelerated");
+        let accelerated = ok(1.0, 8, 1, 10, 0.0).unwrap().with_accelerate(accelerate).unwrap();
+        assert!(accelerated.with_elastic(elastic).is_err(), "accelerated, then elastic");
     }
 
     #[test]

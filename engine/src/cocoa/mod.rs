@@ -20,11 +20,19 @@
 //! step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
 //! committed dual variables ([`Runner::reconfigure`]).
 //!
+//! Accelerated ([`catalyst`], `--accelerate`): the epochs solve a sequence of proximal
+//! subproblems `P(w) + kappa/2 |w - y_k|^2` (Catalyst's outer loop, on the master), which
+//! K > 1 slots solve much faster than the original problem; the gap reported stays the
+//! original problem's.
+//!
 //! Determinism: a slot's coordinate order is seeded by (seed, epoch, pass, partition), its
 //! local arithmetic is sequential, and everything that crosses slots is an exact
 //! fixed-point sum. A run's bytes depend on the data, the parameters and K — not on which
 //! process ran which slot, in what order, or how often a slot was redone.
 
+pub mod catalyst;
+#[cfg(test)]
+mod catalyst_tests;
 pub mod config;
 pub mod elastic;
 pub mod kernel;
@@ -37,6 +45,7 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+pub use catalyst::{AccelerateConfig, CatalystState, CatalystStep};
 pub use config::CocoaConfig;
 pub use elastic::{Clock, ElasticConfig, ScaleIn};
 pub use kernel::{CocoaKernel, CocoaPhase, SlotState};
@@ -58,6 +67,8 @@ pub struct Cocoa {
     kernel: CocoaKernel,
     state: CocoaState,
     clock: Option<WallClock>,
+    /// The outer loop's constants when accelerated (its state is `state.catalyst`).
+    catalyst: Option<catalyst::Catalyst>,
 }
 
 impl Cocoa {
@@ -80,9 +91,13 @@ impl Cocoa {
                 why: "must be < 2^32",
             });
         }
+        let catalyst = config
+            .accelerate()
+            .map(|a| catalyst::Catalyst::new(*a, config.loss(), rows, config.slots(), config.lambda()));
         let kernel = CocoaKernel {
             loss: config.loss(),
-            lambda: config.lambda(),
+            // The slots solve Catalyst's subproblems, regularized by lambda + kappa.
+            lambda: catalyst.map_or(config.lambda(), |c| c.inner_lambda()),
             sigma: config.sigma(config.slots()),
             local_passes: config.local_passes(),
             seed: config.seed(),
@@ -96,8 +111,9 @@ impl Cocoa {
             history: Vec::new(),
             slots: config.slots(),
             scale_ins: Vec::new(),
+            catalyst: catalyst.map(|_| catalyst::CatalystState::start(features)),
         };
-        Ok(Self { config, kernel, state, clock: None })
+        Ok(Self { config, kernel, state, clock: None, catalyst })
     }
 
     /// Measures each epoch with `clock` (seconds): the record's `seconds`, and the elastic
@@ -143,10 +159,24 @@ impl Cocoa {
         &self.config
     }
 
-    /// The model `w = v / lambda`, all features in one vector.
+    /// The model `w = v / lambda`, all features in one vector; accelerated, the model of the
+    /// smallest primal seen (the one the reported gap certifies).
     pub fn flat_weights(&self) -> Vec<f64> {
+        if let Some(state) = &self.state.catalyst {
+            return state.best_w.clone();
+        }
         let lambda = self.config.lambda();
         self.state.v.iter().map(|&v| from_fixed128(v) / lambda).collect()
+    }
+
+    /// Kappa when accelerated (resolved from the data when the configuration left it open).
+    pub fn kappa(&self) -> Option<f64> {
+        self.catalyst.map(|c| c.kappa())
+    }
+
+    /// The outer loop's state and constants, when accelerated and consistent.
+    fn accelerated(&self) -> Option<(&catalyst::Catalyst, &CatalystState)> {
+        self.catalyst.as_ref().zip(self.state.catalyst.as_ref())
     }
 
     /// The primal, dual and gap at the current state, from an [`CocoaPhase::Evaluate`].
@@ -202,6 +232,12 @@ impl Algorithm for Cocoa {
         if bad_index {
             return Err(EngineError::Corrupt("step indexes beyond the state".into()));
         }
+        // First, as it can still refuse the step: nothing else has changed then.
+        match (&mut state.catalyst, step.catalyst) {
+            (Some(outer), Some(inner)) => outer.apply(inner)?,
+            (None, None) => {}
+            _ => return Err(EngineError::Corrupt("an accelerated step replayed onto a plain run, or back".into())),
+        }
         step.alpha.iter().for_each(|&(i, a)| state.alpha[i as usize] = a);
         step.v.iter().for_each(|&(j, v)| state.v[j as usize] = v);
         if let Some(scale_in) = step.scale_in {
@@ -236,6 +272,10 @@ impl Algorithm for Cocoa {
         let started = self.clock.as_ref().map(|c| c());
         let epoch = self.state.epoch;
         let v: Vec<f64> = self.state.v.iter().map(|&x| from_fixed128(x)).collect();
+        let v = match self.accelerated() {
+            Some((catalyst, state)) => catalyst.shared(state, &v),
+            None => v,
+        };
         let request = PhaseRequest {
             phase: CocoaPhase::LocalSolve { epoch, v },
             reduction: Reduction::RangeSum { len: self.kernel.features() },
@@ -264,7 +304,15 @@ impl Algorithm for Cocoa {
                 v_changes.push((j as u32, *v));
             }
         }
-        let mut record = self.evaluate(runner)?;
+        let (mut record, catalyst_step) = match self.accelerated() {
+            Some((catalyst, state)) => {
+                let step = catalyst.evaluate(state, &self.state.v, runner)?;
+                let outer = self.state.catalyst.as_mut().expect("accelerated");
+                outer.apply(step.clone())?;
+                (EpochRecord::new(outer.best_primal, outer.best_dual), Some(step))
+            }
+            None => (self.evaluate(runner)?, None),
+        };
         if let (Some(clock), Some(started)) = (&self.clock, started) {
             record.seconds = Some(clock() - started);
         }
@@ -284,7 +332,14 @@ impl Algorithm for Cocoa {
         }
         let note = scale_in
             .map(|s| format!("scale-in after epoch {}: {}", s.epoch, s.describe(elastic.map_or(0, |e| e.window()))));
-        let step = CocoaStep { epoch: epoch + 1, alpha: alpha_changes, v: v_changes, record, scale_in };
+        let step = CocoaStep {
+            epoch: epoch + 1,
+            alpha: alpha_changes,
+            v: v_changes,
+            record,
+            scale_in,
+            catalyst: catalyst_step,
+        };
         Ok(Iteration { epoch_done: true, step, note })
     }
 

@@ -1,5 +1,6 @@
 //! What a CoCoA checkpoint holds, and what one epoch changes in it.
 
+use super::catalyst::{CatalystState, CatalystStep};
 use super::elastic::ScaleIn;
 use crate::algorithm::Gap;
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,9 @@ pub struct CocoaState {
     pub slots: u32,
     /// Every scale-in so far, in order: a restarted master replays them from here.
     pub scale_ins: Vec<ScaleIn>,
+    /// Catalyst's outer loop, when accelerated; the history then holds the best primal and
+    /// dual seen, not each epoch's own (those are in here).
+    pub catalyst: Option<CatalystState>,
 }
 
 /// The objectives after one epoch.
@@ -60,4 +64,6 @@ pub struct CocoaStep {
     pub record: EpochRecord,
     /// The scale-in decided after this epoch, if any.
     pub scale_in: Option<ScaleIn>,
+    /// What the epoch changed in Catalyst's outer loop, when accelerated.
+    pub catalyst: Option<CatalystStep>,
 }
