@@ -268,18 +268,7 @@ spec:
     cleanPodPolicy: None
   imagePullPolicy: IfNotPresent
 YAML
-k apply -f "$WORK/elastic.yaml" >/dev/null
-# worker_uids: "<name> <uid>" of the job's worker pods, one per line, sorted.
-worker_uids() {
-  k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" \
-    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid}{"\n"}{end}' | sort
-}
-all_running() {
-  [ "$(k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" --field-selector=status.phase=Running -o name | wc -l)" = "$EW" ]
-}
-check "an elastic cocoa job's $EW worker pods all run on the node" until_ok 300 all_running
-worker_uids >"$WORK/elastic-start"
-# The node holds no further worker: what its pods request leaves less than one worker's 200m.
+# free_cpu: the node's allocatable CPU less what its live pods request, in millicores.
 free_cpu() {
   k get pods -A --field-selector=spec.nodeName="$LINEA_NODE_NAME",status.phase!=Succeeded,status.phase!=Failed -o json |
     python3 -c 'import json, sys
@@ -288,8 +277,23 @@ def milli(q):
 used = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for p in json.load(sys.stdin)["items"] for c in p["spec"]["containers"])
 print(milli(sys.argv[1]) - used)' "$(k get node "$LINEA_NODE_NAME" -o jsonpath='{.status.allocatable.cpu}')"
 }
-free="$(free_cpu)"
-check "... and fill it: ${free}m CPU left unrequested, less than one more worker's 200m" test "$free" -lt 200
+left="$(( $(free_cpu) - 100 - EW * 200 ))"
+check "$EW workers at 200m CPU (and the master's 100m) fill the node: ${left}m CPU left, less than one more worker" \
+  test "$left" -ge 0 -a "$left" -lt 200
+k apply -f "$WORK/elastic.yaml" >/dev/null
+# worker_uids: "<name> <uid>" of the job's worker pods, one per line, sorted.
+worker_uids() {
+  k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid}{"\n"}{end}' | sort
+}
+# All the job's worker pods exist and are bound to the node (some may have run and ended by
+# now: a scale-in can come before the last one starts).
+all_on_node() {
+  [ "$(k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" \
+    -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -cx "$LINEA_NODE_NAME")" = "$EW" ]
+}
+check "an elastic cocoa job gets its $EW worker pods, all on the node" until_ok 120 all_on_node
+worker_uids >"$WORK/elastic-start"
 # Watch to the end: the worker pods at every poll (a pod whose UID changed was replaced),
 # and `kubectl get tj` whenever it changes.
 : >"$WORK/elastic-get-tj"; : >"$WORK/elastic-polls"
