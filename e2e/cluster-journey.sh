@@ -341,7 +341,7 @@ stayed() { # the kept pod was at every poll, and at the end it is the same pod, 
   [ "$(grep -c "$name $uid;" "$WORK/elastic-polls")" = "$(wc -l <"$WORK/elastic-polls")" ] &&
     [ "$(jp "pod/$name" '{.metadata.uid} {.status.phase} {.status.containerStatuses[0].restartCount}')" = "$uid Succeeded 0" ]
 }
-check "the kept worker ($kept) stayed until the job ended: the same pod, exit 0, no restart" stayed
+check "the kept worker ($kept) stayed until the job ended: the same pod, exit 0, no restart" until_ok 60 stayed
 scale_ins="$(k -n "$NS" get events --field-selector "involvedObject.name=$EJ,reason=ElasticScaleIn" \
   --sort-by=.eventTime -o jsonpath='{range .items[*]}{.message}{"\n"}{end}')"
 printf '%s\n' "$scale_ins" | sed 's/^/       event: /'
