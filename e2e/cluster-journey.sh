@@ -251,7 +251,7 @@ spec:
     cocoa:
       loss: hinge
       l2: ${ELASTIC_L2:-1}
-      gapTolerance: ${ELASTIC_GAP:-1e-4}
+      gapTolerance: ${ELASTIC_GAP:-1e-5}
       maxEpochs: 100000
   elastic: {enabled: true, minReplicas: 1, factor: 4, clock: epochs}
   workers:
