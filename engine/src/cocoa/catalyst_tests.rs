@@ -3,6 +3,7 @@
 //! the subproblem's), how many epochs it saves at K > 1, and its determinism through
 //! threads, rebuilt slots and replayed checkpoints.
 
+use super::tests::{problem, relative, train, weights_bits};
 use super::*;
 use crate::algorithm::{Algorithm, encode};
 use crate::loss::Loss;
@@ -10,28 +11,11 @@ use crate::reference;
 use crate::runner::LocalRunner;
 use crate::synthetic::Problem;
 
-fn problem(loss: Loss, seed: u64) -> Problem {
-    crate::synthetic::problem(loss, seed, 600, 90)
-}
-
 fn accelerated(loss: Loss, l2: f64, slots: u32, epochs: u32, gap: f64, kappa: Option<f64>) -> CocoaConfig {
     CocoaConfig::new(loss, l2, slots, 1, epochs, gap, 11)
         .unwrap()
         .with_accelerate(AccelerateConfig::new(kappa).unwrap())
         .unwrap()
-}
-
-fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> Cocoa {
-    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
-    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, threads);
-    while cocoa.stop_reason().is_none() {
-        cocoa.next_iter(&mut runner).unwrap();
-    }
-    cocoa
-}
-
-fn relative(a: f64, b: f64) -> f64 {
-    (a - b).abs() / b.abs()
 }
 
 fn optimum(loss: Loss, problem: &Problem, l2: f64) -> f64 {
@@ -183,10 +167,6 @@ fn acceleration_saves_epochs_where_slots_are_slow() {
         println!("K={slots}: {plain} epochs plain, {fast} accelerated");
         assert!(2 * fast < plain, "K={slots}: {fast} accelerated vs {plain} plain");
     }
-}
-
-fn weights_bits(cocoa: &Cocoa) -> Vec<u64> {
-    cocoa.flat_weights().iter().map(|w| w.to_bits()).collect()
 }
 
 /// The bytes depend on the data, the parameters and K only: 1 or 3 threads, every slot

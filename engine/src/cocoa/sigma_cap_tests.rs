@@ -7,13 +7,9 @@ use crate::algorithm::Algorithm;
 use crate::loss::Loss;
 use crate::runner::LocalRunner;
 
+/// Runs to the stopping rule on 2 threads.
 fn run(problem: &crate::synthetic::Problem, config: CocoaConfig) -> Cocoa {
-    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
-    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
-    while cocoa.stop_reason().is_none() {
-        cocoa.next_iter(&mut runner).unwrap();
-    }
-    cocoa
+    super::tests::train(problem, config, 2)
 }
 
 #[test]

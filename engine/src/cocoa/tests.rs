@@ -11,7 +11,7 @@ use crate::synthetic::{BLOCKS, Problem};
 
 const ROWS: usize = 600;
 const SHARD: usize = 90; // not a divisor of ROWS, and slot boundaries fall inside shards
-fn problem(loss: Loss, seed: u64) -> Problem {
+pub(super) fn problem(loss: Loss, seed: u64) -> Problem {
     crate::synthetic::problem(loss, seed, ROWS, SHARD)
 }
 
@@ -20,7 +20,7 @@ fn config(loss: Loss, l2: f64, slots: u32, passes: u32, epochs: u32, gap: f64) -
 }
 
 /// Runs to the stopping rule on `threads` threads; returns the algorithm.
-fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> Cocoa {
+pub(super) fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> Cocoa {
     let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, threads);
     while cocoa.stop_reason().is_none() {
@@ -29,7 +29,7 @@ fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> Cocoa {
     cocoa
 }
 
-fn relative(a: f64, b: f64) -> f64 {
+pub(super) fn relative(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
 
@@ -168,7 +168,7 @@ fn certify_every_epoch(problem: &Problem, loss: Loss, l2: f64, slots: &[u32], to
     }
 }
 
-fn weights_bits(cocoa: &Cocoa) -> Vec<u64> {
+pub(super) fn weights_bits(cocoa: &Cocoa) -> Vec<u64> {
     cocoa.flat_weights().iter().map(|w| w.to_bits()).collect()
 }
 

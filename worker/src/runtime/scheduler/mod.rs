@@ -475,15 +475,7 @@ impl Scheduler {
             let phase = phase.description.id;
             tracing::info!(worker = %slot.id, phase, "worker lost during a phase: its part is done again elsewhere");
         }
-        for unit in 0..self.units {
-            if self.owner[unit] == Some(worker) {
-                self.move_pending(unit as u32, None);
-                self.owner[unit] = None;
-            }
-            if self.prior[unit] == Some(worker) {
-                self.prior[unit] = None;
-            }
-        }
+        self.disown(worker);
         let tasks: Vec<Task> = self
             .running
             .iter()
@@ -545,6 +537,20 @@ impl Scheduler {
                 _ => None,
             })
             .collect()
+    }
+
+    /// `worker` owns no unit any more and is no unit's previous owner: its units' pending
+    /// items wait for anyone, and their next owners rebuild their state instead of fetching it.
+    fn disown(&mut self, worker: WorkerKey) {
+        for unit in 0..self.units {
+            if self.owner[unit] == Some(worker) {
+                self.move_pending(unit as u32, None);
+                self.owner[unit] = None;
+            }
+            if self.prior[unit] == Some(worker) {
+                self.prior[unit] = None;
+            }
+        }
     }
 
     /// Gives up `worker`'s ownership of `unit`; the next owner fetches the state from it.

@@ -83,15 +83,7 @@ impl Scheduler {
         slot.stalled = true;
         self.counters.stalls += 1;
         tracing::info!(worker = %slot.id, "straggler: {why}; its work is started elsewhere (speculative execution)");
-        for unit in 0..self.units {
-            if self.owner[unit] == Some(worker) {
-                self.move_pending(unit as u32, None);
-                self.owner[unit] = None;
-            }
-            if self.prior[unit] == Some(worker) {
-                self.prior[unit] = None;
-            }
-        }
+        self.disown(worker);
         let Some(phase) = &mut self.phase else { return };
         let id = phase.description.id;
         let mine: Vec<u64> = self
