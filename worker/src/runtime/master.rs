@@ -196,7 +196,7 @@ impl<K: Kernel> Server<K> {
                 objective: job.progress.objective.unwrap_or(f64::NAN),
                 gap: job.progress.gap,
                 desired_workers: job.progress.desired_workers,
-                decisions: Vec::new(),
+                scaling: String::new(),
                 examples_per_second: 0.0,
                 error: String::new(),
                 checkpointed: None,
@@ -407,12 +407,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             version,
         )?;
         let hub = server.hub.clone();
-        // The decisions replayed from the checkpoint: reported as they were, with their numbers.
-        let replayed = algorithm.scaling_decisions();
-        hub.set_status(|s| {
-            s.checkpointed = checkpointed;
-            s.record_decisions(&replayed, &[]);
-        });
+        hub.set_status(|s| s.checkpointed = checkpointed);
         if options.stop_on_signals {
             server.stop_on_signals()?;
         }
@@ -434,14 +429,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     saved = Some(Instant::now());
                     kept = Some((report.epoch, version));
                 }
-                let mut released = Vec::new();
-                hub.dispatch(|s| {
-                    let before = s.released.len();
-                    let outbox = s.set_desired(report.desired_workers.map(|n| n as usize));
-                    released = s.released[before..].to_vec();
-                    outbox
-                });
-                let decisions = algorithm.scaling_decisions();
+                hub.dispatch(|s| s.set_desired(report.desired_workers.map(|n| n as usize)));
                 hub.set_status(|s| {
                     s.checkpointed = saved.or(s.checkpointed);
                     s.iteration += 1;
@@ -449,7 +437,9 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));
                     s.gap = report.gap;
                     s.desired_workers = report.desired_workers;
-                    s.record_decisions(&decisions, &released);
+                    if let Some(note) = &iteration.note {
+                        s.scaling = note.clone();
+                    }
                     if let (true, [.., a, b]) = (iteration.epoch_done, trace) {
                         s.examples_per_second = sizes.0 / (b.seconds - a.seconds).max(1e-9);
                     }
