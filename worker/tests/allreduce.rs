@@ -10,38 +10,21 @@
 mod common;
 
 use common::processes::*;
-use linea_proto::tls::TLS_DIR_ENV;
-use linea_worker::runtime::auth::SECRET_ENV;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const LBFGS: [&str; 8] = ["--algorithm", "lbfgs", "--epochs", "25", "--tolerance", "0", "--gradient-tolerance", "0"];
 
 /// `linea master` with info logs in `dir/log`.
 fn master(dir: &Path, log: &str, listen: &str, args: &[&str]) -> Child {
-    let file = std::fs::File::create(path(dir, log)).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_linea"))
-        .args(["master", "--listen", listen])
-        .args(args)
-        .env(SECRET_ENV, SECRET)
-        .env(TLS_DIR_ENV, tls_dir())
-        .env("RUST_LOG", "linea_worker=info")
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap()
+    let info = [("RUST_LOG".to_string(), "linea_worker=info".to_string())];
+    start_master(dir, log, &[&["master", "--listen", listen], args].concat(), &info)
 }
 
 /// A worker whose debug log (it says when each tree item starts) goes to `dir/log`.
 fn worker(dir: &Path, log: &str, master_url: &str) -> Child {
-    let file = std::fs::File::create(path(dir, log)).unwrap();
-    linea(&["worker", "--master", master_url, "--threads", "1"])
-        .env("RUST_LOG", "linea_worker::runtime::worker=debug")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .unwrap()
+    logged_worker(dir, log, master_url, "linea_worker::runtime::worker=debug")
 }
 
 /// Runs a master with `extra` and `workers` workers to the end; returns the model's bytes

@@ -9,7 +9,7 @@ mod common;
 
 use common::processes::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 /// No tolerance: 60 L-BFGS epochs after the warm start, a few seconds on 3 workers.
@@ -18,13 +18,7 @@ const HYBRID: [&str; 10] =
 
 /// A worker (one thread) whose info log goes to `dir/log`.
 fn worker(dir: &Path, log: &str, master_url: &str) -> Child {
-    let file = std::fs::File::create(path(dir, log)).unwrap();
-    linea(&["worker", "--master", master_url, "--threads", "1"])
-        .env("RUST_LOG", "linea_worker=info")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .unwrap()
+    logged_worker(dir, log, master_url, "linea_worker=info")
 }
 
 /// The process's state letter in /proc (`T`: stopped).

@@ -3,7 +3,7 @@
 //! the subproblem's), how many epochs it saves at K > 1, and its determinism through
 //! threads, rebuilt slots and replayed checkpoints.
 
-use super::tests::{problem, relative, train, weights_bits};
+use super::tests::{problem, relative, train, train_keeping_steps, weights_bits};
 use super::*;
 use crate::algorithm::{Algorithm, encode};
 use crate::loss::Loss;
@@ -185,16 +185,11 @@ fn accelerated_bytes_survive_threads_rebuilt_slots_and_replayed_steps() {
         let outer = one.state().catalyst.as_ref().unwrap().outer;
         assert!(outer >= if loss == Loss::Hinge { 1 } else { 3 }, "{loss:?}: the outer loop ran {outer} times");
 
-        let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
-        let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
-        let mut steps = Vec::new();
-        while cocoa.stop_reason().is_none() {
-            let step = cocoa.next_iter(&mut runner).unwrap().step;
-            steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
+        let (cocoa, steps) = train_keeping_steps(&problem, config, |cocoa, runner| {
             if cocoa.state().epoch % 7 == 3 {
                 runner.restore_all(&cocoa.mirror()).unwrap();
             }
-        }
+        });
         assert_eq!(encode(one.state()), encode(cocoa.state()), "{loss:?}: rebuilt slots");
 
         // A master restarted halfway: the steps replayed, a new runner from the mirror.

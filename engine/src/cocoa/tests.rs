@@ -29,6 +29,24 @@ pub(super) fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> C
     cocoa
 }
 
+/// Runs to the stopping rule on 2 threads, keeping every step as a checkpoint does (through
+/// its bytes); `between` sees the run and its runner after each step.
+pub(super) fn train_keeping_steps(
+    problem: &Problem,
+    config: CocoaConfig,
+    mut between: impl FnMut(&Cocoa, &mut LocalRunner<'_, CocoaKernel, crate::grid::InMemoryGrid>),
+) -> (Cocoa, Vec<CocoaStep>) {
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
+    let mut steps = Vec::new();
+    while cocoa.stop_reason().is_none() {
+        let step = cocoa.next_iter(&mut runner).unwrap().step;
+        steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
+        between(&cocoa, &mut runner);
+    }
+    (cocoa, steps)
+}
+
 pub(super) fn relative(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
@@ -224,14 +242,7 @@ fn slots_rebuilt_from_committed_duals_give_identical_runs() {
 fn replayed_steps_rebuild_the_state() {
     let problem = problem(Loss::Logistic, 6);
     let config = config(Loss::Logistic, 0.2, 2, 1, 6, 0.0);
-    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
-    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
-    let mut steps = Vec::new();
-    while cocoa.stop_reason().is_none() {
-        let step = cocoa.next_iter(&mut runner).unwrap().step;
-        // Steps go through a checkpoint as bytes.
-        steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
-    }
+    let (cocoa, mut steps) = train_keeping_steps(&problem, config, |_, _| {});
     assert_eq!(cocoa.stop_reason(), Some(StopReason::MaxEpochs));
     let mut replayed = Cocoa::for_grid(config, &problem.grid).unwrap();
     let last = steps.pop().unwrap();

@@ -175,6 +175,18 @@ pub fn start_master(dir: &Path, log: &str, args: &[&str], env: &[(String, String
     master.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
 }
 
+/// A worker (one thread) of the job at `master_url` whose log, filtered by `rust_log`, goes
+/// to `log` under `dir`: for tests that read what one particular worker did.
+pub fn logged_worker(dir: &Path, log: &str, master_url: &str, rust_log: &str) -> Child {
+    let file = std::fs::File::create(path(dir, log)).unwrap();
+    linea(&["worker", "--master", master_url, "--threads", "1"])
+        .env("RUST_LOG", rust_log)
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .unwrap()
+}
+
 /// The unit-state version a restarted master's log says it resumed at.
 pub fn resumed_version(log: &str) -> u64 {
     let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
