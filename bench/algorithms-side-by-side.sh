@@ -13,6 +13,7 @@
 # docs/benchmarks.md quotes them with the machine's load.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
+. "$(dirname "$0")/lib.sh"
 cd "$LINEA_ROOT"
 
 sets=("$@")
@@ -22,17 +23,8 @@ VENV="$(bash bench/peers/setup.sh)"
 # The `linea` that `cargo test --workspace` builds (the same feature resolution: no rebuild).
 nice -n 10 cargo test --release --locked --workspace --no-run --test cli >&2
 out=bench/peers/results-algorithms
-mkdir -p "$out"
-for entry in "${sets[@]}"; do
-    ds=${entry%%:*} loss=${entry##*:}
-    echo "== $ds ($loss) $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-    nice -n 10 "$VENV/bin/python" bench/peers/run_peers.py --dataset "$ds" --loss "$loss" --l2 1 \
-        --linea "$CARGO_TARGET_DIR/release/linea" --out "$out/$ds.$loss.l2=1.jsonl.tmp" --repeats 2 \
-        --tools linea,linea-cocoa,linea-lbfgs,linea-hybrid,linea-ipm,vw-bfgs \
-        --linea-tolerance 1e-10 --linea-epochs 1000 --max-seconds 60 --timeout 300
-    mv "$out/$ds.$loss.l2=1.jsonl.tmp" "$out/$ds.$loss.l2=1.jsonl"
-done
-echo "== done $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+run_peer_sets "$VENV" "$out" --tools linea,linea-cocoa,linea-lbfgs,linea-hybrid,linea-ipm,vw-bfgs \
+    --linea-tolerance 1e-10 --linea-epochs 1000 --max-seconds 60 --timeout 300 -- "${sets[@]}"
 : > "$out/tables.md"
 "$VENV/bin/python" bench/peers/summarize.py --results "$out" --doc "$out/tables.md" --plots "$out/plots" \
     --command bench/algorithms-side-by-side.sh >/dev/null

@@ -11,6 +11,7 @@
 # A benchmark, not a test: it asserts nothing. Runs under `nice -n 10`.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
+. "$(dirname "$0")/lib.sh"
 cd "$LINEA_ROOT"
 
 data=${LINEA_DATA:-/work/shared/data}
@@ -21,16 +22,9 @@ bin=$CARGO_TARGET_DIR/release
 work=${LINEA_CACHE:-$HOME/.cache/linea}/catalyst-bench
 mkdir -p "$work"
 
-# prepare NAME INPUT FORMAT: a grid at $work/NAME (rebuilt when missing).
-prepare() {
-    [ -f "$work/$1/.done" ] && return
-    rm -rf "$work/$1"
-    "$bin/linea" prepare --input "$2" --format "$3" --output "$work/$1" >&2
-    touch "$work/$1/.done"
-}
-prepare a9a "$data/a9a/a9a.train.libsvm" libsvm
-prepare w8a "$data/w8a/w8a.libsvm" libsvm
-prepare rcv1-small "$data/rcv1-small/rcv1_small.vw" vw
+prepare_grid "$work" a9a "$data/a9a/a9a.train.libsvm" libsvm
+prepare_grid "$work" w8a "$data/w8a/w8a.libsvm" libsvm
+prepare_grid "$work" rcv1-small "$data/rcv1-small/rcv1_small.vw" vw
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for loss in logistic hinge; do

@@ -9,6 +9,7 @@
 # bench/peers/summarize.py --results bench/peers/results-cocoa, which prints the table).
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
+. "$(dirname "$0")/lib.sh"
 cd "$LINEA_ROOT"
 
 sets=("$@")
@@ -17,15 +18,5 @@ sets=("$@")
 
 VENV="$(bash bench/peers/setup.sh)"
 nice -n 10 cargo build --release --locked -p linea-worker >&2
-out=bench/peers/results-cocoa
-mkdir -p "$out"
-for entry in "${sets[@]}"; do
-    ds=${entry%%:*} loss=${entry##*:}
-    echo "== $ds ($loss) $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-    nice -n 10 "$VENV/bin/python" bench/peers/run_peers.py --dataset "$ds" --loss "$loss" --l2 1 \
-        --linea "$CARGO_TARGET_DIR/release/linea" --out "$out/$ds.$loss.l2=1.jsonl.tmp" --repeats 2 \
-        --tools liblinear-dual,linea-cocoa --linea-tolerance 1e-10 --linea-epochs 3000 \
-        --max-seconds 60 --timeout 300
-    mv "$out/$ds.$loss.l2=1.jsonl.tmp" "$out/$ds.$loss.l2=1.jsonl"
-done
-echo "== done $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+run_peer_sets "$VENV" bench/peers/results-cocoa --tools liblinear-dual,linea-cocoa --linea-tolerance 1e-10 \
+    --linea-epochs 3000 --max-seconds 60 --timeout 300 -- "${sets[@]}"

@@ -23,6 +23,7 @@
 # Full: about 12 minutes on 2 cores; --quick: about 1. Runs under `nice -n 10`.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
+. "$(dirname "$0")/lib.sh"
 cd "$LINEA_ROOT"
 
 data=${LINEA_DATA:-/work/shared/data}
@@ -38,27 +39,20 @@ bin=$CARGO_TARGET_DIR/release
 work=${LINEA_CACHE:-$HOME/.cache/linea}/elastic-bench
 mkdir -p "$work"
 
-# prepare NAME INPUT FORMAT: a grid at $work/NAME (rebuilt when missing).
-prepare() {
-    [ -f "$work/$1/.done" ] && return
-    rm -rf "$work/$1"
-    "$bin/linea" prepare --input "$2" --format "$3" --output "$work/$1" >&2
-    touch "$work/$1/.done"
-}
 # repeat INPUT TIMES OUTPUT: every line TIMES times in a row.
 repeat() {
     [ -f "$3" ] || { awk -v n="$2" '{ for (i = 0; i < n; i++) print }' "$1" > "$3.tmp" && mv "$3.tmp" "$3"; }
 }
 higgs=higgs-x$REPEAT rcv1=rcv1-x$RCV1_REPEAT criteo=criteo-$((7200 * REPEAT))
 repeat "$data/higgs-sample/higgs.train.tsv" "$REPEAT" "$work/$higgs.tsv"
-prepare "$higgs" "$work/$higgs.tsv" csv
+prepare_grid "$work" "$higgs" "$work/$higgs.tsv" csv
 repeat "$data/rcv1-small/rcv1_small.vw" "$RCV1_REPEAT" "$work/$rcv1.vw"
-prepare "$rcv1" "$work/$rcv1.vw" vw
+prepare_grid "$work" "$rcv1" "$work/$rcv1.vw" vw
 if [ ! -f "$work/$criteo.tsv" ]; then
     "$bin/scale-criteo" "$data/criteo-sample/train.tsv" $((7200 * REPEAT)) > "$work/$criteo.tsv.tmp"
     mv "$work/$criteo.tsv.tmp" "$work/$criteo.tsv"
 fi
-prepare "$criteo" "$work/$criteo.tsv" criteo
+prepare_grid "$work" "$criteo" "$work/$criteo.tsv" criteo
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "before: $(uptime)"

@@ -2,3 +2,10 @@
 
 pub mod elastic_run;
 pub mod slot_clock;
+
+/// A benchmark set named on the command line as `NAME=GRID`: its name in the tables and the
+/// grid `linea prepare` wrote.
+pub fn named_grid(arg: &str) -> Result<(String, String), String> {
+    let (name, grid) = arg.split_once('=').ok_or(format!("expected NAME=GRID, got {arg:?}"))?;
+    Ok((name.to_string(), grid.to_string()))
+}

@@ -61,10 +61,7 @@ fn parse() -> Result<Args, String> {
             "--modes" => args.modes = value()?.split(',').map(String::from).collect(),
             "--wall-budget" => args.wall_budget = value()?.parse().map_err(|e| format!("--wall-budget: {e}"))?,
             "--epochs" => args.epochs = value()?.parse().map_err(|e| format!("--epochs: {e}"))?,
-            set => {
-                let (name, dir) = set.split_once('=').ok_or(format!("expected NAME=GRID, got {set}"))?;
-                args.sets.push((name.into(), dir.into()));
-            }
+            set => args.sets.push(linea_bench::named_grid(set)?),
         }
     }
     if args.sets.is_empty() {

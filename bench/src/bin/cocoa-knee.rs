@@ -70,10 +70,7 @@ fn parse() -> Result<Args, String> {
             "--passes" => args.passes = list(it.next(), "--passes")?.first().copied().unwrap_or(1),
             "--max-epochs" => args.max_epochs = list(it.next(), "--max-epochs")?.first().copied().unwrap_or(3000),
             "--sim-budget" => args.sim_budget = list(it.next(), "--sim-budget")?.first().copied().unwrap_or(20.0),
-            _ => {
-                let (name, grid) = arg.split_once('=').ok_or(format!("expected NAME=GRID, got {arg:?}"))?;
-                args.sets.push((name.to_string(), grid.to_string()));
-            }
+            _ => args.sets.push(linea_bench::named_grid(&arg)?),
         }
     }
     if args.sets.is_empty() {

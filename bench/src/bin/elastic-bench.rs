@@ -64,10 +64,7 @@ fn parse() -> Result<Args, String> {
                 let parsed: Option<Vec<u32>> = list.split(',').map(|k| k.parse().ok().filter(|&k| k > 0)).collect();
                 args.statics = parsed.ok_or(format!("--static needs slot counts like 1,2,4, got {list:?}"))?;
             }
-            _ => {
-                let (name, grid) = arg.split_once('=').ok_or(format!("expected NAME=GRID, got {arg:?}"))?;
-                args.sets.push((name.to_string(), grid.to_string()));
-            }
+            _ => args.sets.push(linea_bench::named_grid(&arg)?),
         }
     }
     if args.sets.is_empty() {
