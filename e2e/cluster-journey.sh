@@ -52,7 +52,16 @@ finish() {
     for f in kubelet containerd coredns kube-proxy; do
       [ -f "$LINEA_CLUSTER_DIR/$f.log" ] && { echo "--- $f.log"; tail -n 15 "$LINEA_CLUSTER_DIR/$f.log"; }
     done
-    [ -n "${KUBECTL:-}" ] && "$KUBECTL" get pods -A -o wide 2>/dev/null
+    if [ -n "${KUBECTL:-}" ]; then
+      "$KUBECTL" get pods -A -o wide 2>/dev/null
+      # Why a pod is not Ready: its events and the last lines its containers wrote.
+      for p in $("$KUBECTL" -n linea-system get pods -o name 2>/dev/null); do
+        echo "--- $p"
+        "$KUBECTL" -n linea-system describe "$p" 2>/dev/null | sed -n '/^Events:/,$p' | tail -n 12
+        "$KUBECTL" -n linea-system logs "$p" --all-containers --tail=20 2>&1
+        "$KUBECTL" -n linea-system logs "$p" --all-containers --previous --tail=20 2>/dev/null
+      done
+    fi
   fi
   [ "$cluster_up" = 1 ] && "$HERE/cluster.sh" down >/dev/null 2>&1
   "$ROOT/scripts/s3-server.sh" stop "$WORK/s3" >/dev/null 2>&1

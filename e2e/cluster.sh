@@ -49,6 +49,17 @@ ctr_() { ctr --address "$CTRD_SOCK" -n k8s.io "$@"; }
 kubectl_() { KUBECONFIG="$STATE/cp/kubeconfig" "$KUBECTL_BIN" "$@"; }
 
 # --- helpers ------------------------------------------------------------------------------
+# check_disk <dir>: refuses to start a node that would evict its pods at once. The kubelet
+# (evictionHard below) evicts every pod when less than 1% of the disk is free; the images,
+# the pods' scratch and the logs need about 2 GiB more. Without this check a full disk shows
+# up minutes later as a Deployment that never becomes Ready (pods Evicted: DiskPressure).
+check_disk() {
+  local size avail need
+  read -r size avail <<<"$(df -B1 --output=size,avail "$1" | tail -n 1)"
+  need=$((size / 100 + 2 * 1024 * 1024 * 1024))
+  [ "$avail" -ge "$need" ] ||
+    die "$1 has $((avail >> 20)) MiB free; the node needs $((need >> 20)) MiB (1% of the disk, below which the kubelet evicts every pod, plus 2 GiB for images and pods). Free some space first."
+}
 taken=" "
 pick_port() {
   local p
@@ -98,6 +109,7 @@ up() {
   if grep -qE "^(10\.244\.0\.|10\.0\.0\.)" <<<"$(ip -4 route show)" || ip link show "$BRIDGE" >/dev/null 2>&1; then
     die "$POD_CIDR or $SERVICE_CIDR is routed here already, or $BRIDGE exists (another cluster?)"
   fi
+  check_disk "$(dirname "$STATE")"
   local start=$SECONDS
   "$HERE/node/install-deps.sh"
   "$CP/build.sh" kubernetes node coredns etcd helm >/dev/null
