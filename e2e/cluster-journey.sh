@@ -58,9 +58,12 @@ finish() {
       for p in $("$KUBECTL" -n linea-system get pods -o name 2>/dev/null); do
         echo "--- $p"
         "$KUBECTL" -n linea-system describe "$p" 2>/dev/null | sed -n '/^Events:/,$p' | tail -n 12
-        "$KUBECTL" -n linea-system logs "$p" --all-containers --tail=20 2>&1
+        "$KUBECTL" -n linea-system logs "$p" --all-containers --tail=80 2>&1
         "$KUBECTL" -n linea-system logs "$p" --all-containers --previous --tail=20 2>/dev/null
       done
+      echo "--- the jobs' status"
+      "$KUBECTL" get tj -A -o jsonpath='{range .items[*]}{.metadata.name}: {.status}{"\n"}{end}' 2>&1
+      "$KUBECTL" get events -n "$NS" --sort-by=.lastTimestamp 2>&1 | tail -n 30
     fi
   fi
   [ "$cluster_up" = 1 ] && "$HERE/cluster.sh" down >/dev/null 2>&1

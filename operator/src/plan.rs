@@ -106,6 +106,29 @@ pub struct Event {
     pub note: String,
 }
 
+/// The API server refuses an event whose note is longer than this (bytes), and the event is
+/// then lost: a master's termination message alone can be 4096 bytes.
+pub const EVENT_NOTE_LIMIT: usize = 1024;
+
+/// `note` cut to [`EVENT_NOTE_LIMIT`] bytes by dropping its middle: the start says what
+/// happened, the end has the last lines of the pod's message and "restart 1 of 3".
+pub fn event_note(note: &str) -> std::borrow::Cow<'_, str> {
+    const GAP: &str = " [...] ";
+    if note.len() <= EVENT_NOTE_LIMIT {
+        return note.into();
+    }
+    let half = (EVENT_NOTE_LIMIT - GAP.len()) / 2;
+    let mut head = half;
+    while !note.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = note.len() - half;
+    while !note.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}{GAP}{}", &note[..head], &note[tail..]).into()
+}
+
 /// A pod to delete: its name and UID (the delete's precondition, so a newer pod of the same
 /// name is never hit).
 #[derive(Debug, Clone, PartialEq)]
@@ -951,6 +974,23 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn event_notes_fit_the_api_servers_limit_keeping_both_ends() {
+        assert_eq!(super::event_note("short"), "short");
+        let exact = "x".repeat(super::EVENT_NOTE_LIMIT);
+        assert_eq!(super::event_note(&exact), exact);
+        // Multi-byte characters on both cut points: the cuts move to character boundaries.
+        let long = format!("master failed ({}); restart 1 of 3", "é→".repeat(800));
+        let fitted = super::event_note(&long);
+        assert!(
+            fitted.len() <= super::EVENT_NOTE_LIMIT && fitted.len() > super::EVENT_NOTE_LIMIT - 8,
+            "{}",
+            fitted.len()
+        );
+        assert!(fitted.starts_with("master failed (é→") && fitted.ends_with("é→); restart 1 of 3"));
+        assert!(fitted.contains(" [...] "));
+    }
+
     use super::*;
     use crate::desired::tests::{fresh, job, options};
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};

@@ -365,7 +365,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
         let event = KubeEvent {
             type_: if event.warning { EventType::Warning } else { EventType::Normal },
             reason: event.reason.into(),
-            note: Some(event.note.clone()),
+            note: Some(crate::plan::event_note(&event.note).into_owned()),
             action: "Reconcile".into(),
             secondary: None,
         };

@@ -182,7 +182,7 @@ fn check_object<T: serde::Serialize + serde::de::DeserializeOwned>(
     let mut bytes = format!(r#"{{"format":"linea-checkpoint/2","fingerprint":"fp","version":{version}}}"#).into_bytes();
     bytes.push(b'\n');
     bytes.extend(encode(value));
-    let (_, parsed): (_, T) = parse_object(&bytes, "fp", "base").map_err(TestCaseError::fail)?;
+    let (_, parsed): (_, T) = parse_object(&bytes, "fp", "base").map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(encode(&parsed), encode(value));
     let again: T = decode(&encode(&parsed), "again").unwrap();
     prop_assert_eq!(encode(&again), encode(value));

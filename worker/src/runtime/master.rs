@@ -324,7 +324,12 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let mut checkpoints = checkpoints.transpose()?;
         let (mut version, mut trace) = (0, Vec::new());
         let mut checkpointed = None;
-        match checkpoints.as_mut().map(|c| c.load(&mut algorithm)).transpose()?.flatten() {
+        let loaded = checkpoints.as_mut().map(|c| c.load(&mut algorithm)).transpose()?.flatten();
+        for why in checkpoints.iter().flat_map(|c| &c.ignored) {
+            progress
+                .always(&format!("checkpoint object ignored as damaged (resuming from the state before it): {why}"));
+        }
+        match loaded {
             Some(resumed) => {
                 let at = algorithm.progress();
                 progress.always(&format!(
