@@ -107,19 +107,38 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     job.add_workers(6);
     // 16 slots on 6 workers: nobody is surplus until the first scale-in (16 -> 4).
     let s = job.wait_for("the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
-    assert!(s.scaling_reason.contains("16 -> 4"), "the status says why: {:?}", s.scaling_reason);
+    // Each decision is listed, numbered, with why and whom it released: 16 -> 4 on 6 workers
+    // releases the newest 2 (fewer if some joined after it: those are released on joining,
+    // listed in released_workers only).
+    let first = &s.scaling_decisions[0];
+    assert_eq!((first.number, first.from_workers, first.to_workers), (1, 16, 4), "{:?}", s.scaling_decisions);
+    assert!(first.reason.ends_with(": 16 -> 4"), "the status says why: {first:?}");
+    assert!(first.released_workers.len() <= 2, "{first:?}");
+    assert!(first.released_workers.iter().all(|w| s.released_workers.contains(w)), "{s:?}");
     let s = job.wait_for("surplus workers released", |s| s.released_workers.len() >= 2);
     let exited: Vec<bool> = job.workers.iter_mut().map(|w| w.try_wait().unwrap().is_some()).collect();
     assert!(exited.iter().filter(|&&e| e).count() <= s.released_workers.len(), "only released workers exit");
 
     // kill -9 a worker that is still running, then the master; a new worker joins.
     job.kill_worker(exited.iter().position(|&e| !e).unwrap());
-    job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5);
+    let before = job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5).scaling_decisions;
     job.kill_master();
     job.add_workers(1);
     job.start_master();
     let s = job.wait_for("the restarted master", |t| t.desired_workers.is_some());
     assert!(s.desired_workers.unwrap() < 16, "the restarted master replayed the scale-in: {s:?}");
+    // It lists the decisions it replayed with the same numbers and reasons (a follower acts
+    // on each number once), without released workers: an earlier master released them.
+    let replayed = &s.scaling_decisions;
+    assert!(replayed.len() >= before.len(), "{before:?} vs {replayed:?}");
+    for (old, new) in before.iter().zip(replayed) {
+        assert_eq!(
+            (new.number, new.epoch, new.from_workers, new.to_workers),
+            (old.number, old.epoch, old.from_workers, old.to_workers)
+        );
+        assert_eq!(new.reason, old.reason);
+        assert!(new.released_workers.is_empty(), "{new:?}");
+    }
     // Every worker not killed exits 0: released by the scale-in or at the end.
     let log = job.finish();
     assert!(log.contains("resuming from checkpoint"), "{log}");

@@ -4,7 +4,7 @@
 
 use super::proto::{self, master_message, worker_message};
 use super::scheduler::{Outbox, Scheduler, WorkerKey};
-use linea_engine::algorithm::Gap;
+use linea_engine::algorithm::{Gap, ScalingDecision};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -19,12 +19,33 @@ pub struct RunStatus {
     pub objective: f64,
     pub gap: Option<Gap>,
     pub desired_workers: Option<u32>,
-    /// The algorithm's last decision about the worker count, for status.
-    pub scaling: String,
+    /// Every decision of the algorithm about the worker count, numbered, with the workers
+    /// this master released for it (see [`RunStatus::record_decisions`]).
+    pub decisions: Vec<proto::ScalingDecision>,
     pub examples_per_second: f64,
     pub error: String,
     /// When this master last wrote a checkpoint (its `/metrics` exports the age).
     pub checkpointed: Option<std::time::Instant>,
+}
+
+impl RunStatus {
+    /// Brings the reported decisions up to the algorithm's list (`all`, oldest first: the
+    /// known ones keep their numbers). `released` are the workers released in reply to the
+    /// newest of them, if it is new; a decision this master did not make itself (replayed
+    /// from the checkpoint) has none.
+    pub fn record_decisions(&mut self, all: &[ScalingDecision], released: &[String]) {
+        let known = self.decisions.len();
+        for (i, d) in all.iter().enumerate().skip(known) {
+            self.decisions.push(proto::ScalingDecision {
+                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                epoch: d.epoch,
+                from_workers: d.from,
+                to_workers: d.to,
+                released_workers: if i + 1 == all.len() { released.to_vec() } else { Vec::new() },
+                reason: d.reason.clone(),
+            });
+        }
+    }
 }
 
 pub type Outboxes = HashMap<WorkerKey, UnboundedSender<Result<proto::MasterMessage, Status>>>;
@@ -219,7 +240,7 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         gap_relative: run.gap.map(|g| g.relative),
         desired_workers: run.desired_workers,
         released_workers: scheduler.released.clone(),
-        scaling_reason: run.scaling,
         allreduce_generation: scheduler.tree_generation(),
+        scaling_decisions: run.decisions,
     }
 }

@@ -190,7 +190,7 @@ impl<K: Kernel> Server<K> {
                 objective: job.progress.objective.unwrap_or(f64::NAN),
                 gap: job.progress.gap,
                 desired_workers: job.progress.desired_workers,
-                scaling: String::new(),
+                decisions: Vec::new(),
                 examples_per_second: 0.0,
                 error: String::new(),
                 checkpointed: None,
@@ -360,7 +360,12 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             version,
         )?;
         let hub = server.hub.clone();
-        hub.set_status(|s| s.checkpointed = checkpointed);
+        // The decisions replayed from the checkpoint: reported as they were, with their numbers.
+        let replayed = algorithm.scaling_decisions();
+        hub.set_status(|s| {
+            s.checkpointed = checkpointed;
+            s.record_decisions(&replayed, &[]);
+        });
         if let Some(listen) = &train.metrics_listen {
             let address = server.serve_metrics(listen)?;
             progress.always(&format!("master metrics on http://{address}/metrics"));
@@ -378,7 +383,14 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     saved = Some(Instant::now());
                 }
                 let report = algorithm.progress();
-                hub.dispatch(|s| s.set_desired(report.desired_workers.map(|n| n as usize)));
+                let mut released = Vec::new();
+                hub.dispatch(|s| {
+                    let before = s.released.len();
+                    let outbox = s.set_desired(report.desired_workers.map(|n| n as usize));
+                    released = s.released[before..].to_vec();
+                    outbox
+                });
+                let decisions = algorithm.scaling_decisions();
                 hub.set_status(|s| {
                     s.checkpointed = saved.or(s.checkpointed);
                     s.iteration += 1;
@@ -386,9 +398,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));
                     s.gap = report.gap;
                     s.desired_workers = report.desired_workers;
-                    if let Some(note) = &iteration.note {
-                        s.scaling = note.clone();
-                    }
+                    s.record_decisions(&decisions, &released);
                     if let (true, [.., a, b]) = (iteration.epoch_done, trace) {
                         s.examples_per_second = sizes.0 / (b.seconds - a.seconds).max(1e-9);
                     }
