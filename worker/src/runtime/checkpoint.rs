@@ -15,6 +15,7 @@
 //! at all (see storage). Every object carries a fingerprint of the data and parameters; a
 //! checkpoint of another run is refused, never resumed.
 
+use super::scheduler::Released;
 use crate::driver::EpochPoint;
 use crate::error::{LineaError, Result};
 use crate::storage::{self, Storage};
@@ -39,6 +40,11 @@ pub struct Header {
     /// A step: the trace point of the epoch it ended, if it ended one.
     #[serde(default)]
     point: Option<EpochPoint>,
+    /// Every worker released as surplus so far, with the scale-in decision it was released
+    /// under (each object has the whole record, which is small: a restarted master reports
+    /// each decision with its released workers from the newest object).
+    #[serde(default)]
+    released: Vec<Released>,
 }
 
 /// A checkpoint object's header and body (`key` names it in messages), or why it is not
@@ -65,6 +71,7 @@ pub fn parse_object<T: serde::de::DeserializeOwned>(
 pub struct Resumed {
     pub version: u64,
     pub trace: Vec<EpochPoint>,
+    pub released: Vec<Released>,
 }
 
 pub struct Checkpoints {
@@ -95,6 +102,7 @@ impl Checkpoints {
             trace: Vec::new(),
             next_step: 0,
             point: None,
+            released: Vec::new(),
         }
     }
 
@@ -121,7 +129,7 @@ impl Checkpoints {
         }
         let (base, state, bytes): (Header, A::State, usize) = self.read(BASE)?;
         algorithm.set_state(state);
-        let (mut version, mut trace) = (base.version, base.trace);
+        let (mut version, mut trace, mut released) = (base.version, base.trace, base.released);
         (self.first_step, self.base_bytes, self.step_bytes) = (base.next_step, bytes, 0);
         let mut number = base.next_step;
         while self.storage.exists(&step_key(number))? {
@@ -130,27 +138,29 @@ impl Checkpoints {
             algorithm.replay(step).map_err(|e| LineaError::data(self.storage.describe(&key), e.to_string()))?;
             version = header.version;
             trace.extend(header.point);
+            released = header.released;
             self.step_bytes += bytes;
             number += 1;
         }
         self.next_step = number;
-        Ok(Some(Resumed { version, trace }))
+        Ok(Some(Resumed { version, trace, released }))
     }
 
     /// After an iteration: a step, or at an epoch's end a new base once the steps since the
-    /// last one outweigh it.
+    /// last one outweigh it; `released` is the master's record of released workers.
     pub fn save<A: Algorithm>(
         &mut self,
         algorithm: &A,
         iteration: &Iteration<A::Step>,
         version: u64,
         trace: &[EpochPoint],
+        released: &[Released],
     ) -> Result<()> {
         if iteration.epoch_done && self.step_bytes >= self.base_bytes {
-            return self.save_base(algorithm, version, trace);
+            return self.save_base(algorithm, version, trace, released);
         }
         let point = if iteration.epoch_done { trace.last().cloned() } else { None };
-        let header = Header { point, ..self.header(version) };
+        let header = Header { point, released: released.to_vec(), ..self.header(version) };
         let bytes = self.write(&step_key(self.next_step), &header, encode(&iteration.step))?;
         self.next_step += 1;
         self.step_bytes += bytes;
@@ -158,8 +168,19 @@ impl Checkpoints {
     }
 
     /// Everything, then the steps it replaces are removed.
-    pub fn save_base<A: Algorithm>(&mut self, algorithm: &A, version: u64, trace: &[EpochPoint]) -> Result<()> {
-        let header = Header { trace: trace.to_vec(), next_step: self.next_step, ..self.header(version) };
+    pub fn save_base<A: Algorithm>(
+        &mut self,
+        algorithm: &A,
+        version: u64,
+        trace: &[EpochPoint],
+        released: &[Released],
+    ) -> Result<()> {
+        let header = Header {
+            trace: trace.to_vec(),
+            next_step: self.next_step,
+            released: released.to_vec(),
+            ..self.header(version)
+        };
         let bytes = self.write(BASE, &header, encode(algorithm.state()))?;
         for number in self.first_step..self.next_step {
             self.storage.remove(&step_key(number))?;

@@ -19,8 +19,9 @@ pub struct RunStatus {
     pub objective: f64,
     pub gap: Option<Gap>,
     pub desired_workers: Option<u32>,
-    /// Every decision of the algorithm about the worker count, numbered, with the workers
-    /// this master released for it (see [`RunStatus::record_decisions`]).
+    /// Every decision of the algorithm about the worker count, numbered (see
+    /// [`RunStatus::record_decisions`]); the status reply adds the workers released under
+    /// each from the scheduler's record.
     pub decisions: Vec<proto::ScalingDecision>,
     pub examples_per_second: f64,
     pub error: String,
@@ -30,10 +31,8 @@ pub struct RunStatus {
 
 impl RunStatus {
     /// Brings the reported decisions up to the algorithm's list (`all`, oldest first: the
-    /// known ones keep their numbers). `released` are the workers released in reply to the
-    /// newest of them, if it is new; a decision this master did not make itself (replayed
-    /// from the checkpoint) has none.
-    pub fn record_decisions(&mut self, all: &[ScalingDecision], released: &[String]) {
+    /// known ones keep their numbers, the n-th is number n).
+    pub fn record_decisions(&mut self, all: &[ScalingDecision]) {
         let known = self.decisions.len();
         for (i, d) in all.iter().enumerate().skip(known) {
             self.decisions.push(proto::ScalingDecision {
@@ -41,7 +40,7 @@ impl RunStatus {
                 epoch: d.epoch,
                 from_workers: d.from,
                 to_workers: d.to,
-                released_workers: if i + 1 == all.len() { released.to_vec() } else { Vec::new() },
+                released_workers: Vec::new(),
                 reason: d.reason.clone(),
             });
         }
@@ -75,6 +74,18 @@ impl Hub {
         let mut guard = self.state.lock().expect("hub lock");
         let (scheduler, outboxes) = &mut *guard;
         send(outboxes, step(scheduler));
+    }
+
+    /// Runs one scheduler step and returns its messages unsent, for a caller that must
+    /// record something first (the master checkpoints whom a scale-in releases before it
+    /// tells them); [`Hub::send`] sends them.
+    pub fn step<T>(&self, step: impl FnOnce(&mut Scheduler) -> (Outbox, T)) -> (Outbox, T) {
+        step(&mut self.state.lock().expect("hub lock").0)
+    }
+
+    /// Sends messages a [`Hub::step`] returned.
+    pub fn send(&self, outbox: Outbox) {
+        send(&mut self.state.lock().expect("hub lock").1, outbox);
     }
 
     /// The job description with a new kernel and a new session (so workers drop what they
@@ -239,8 +250,14 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         gap_absolute: run.gap.map(|g| g.absolute),
         gap_relative: run.gap.map(|g| g.relative),
         desired_workers: run.desired_workers,
-        released_workers: scheduler.released.clone(),
+        released_workers: scheduler.released_ids(),
         allreduce_generation: scheduler.tree_generation(),
-        scaling_decisions: run.decisions,
+        // Whom each decision released: the scheduler's record, which it keeps as it releases
+        // them (and a restarted master restores from the checkpoint).
+        scaling_decisions: run
+            .decisions
+            .into_iter()
+            .map(|d| proto::ScalingDecision { released_workers: scheduler.released_for(d.number), ..d })
+            .collect(),
     }
 }
