@@ -322,8 +322,8 @@ pub struct ScalingDecision {
     /// Why, in the master's words ("duality gap rate ... over the last 2 epochs vs ...: 16 -> 4").
     #[serde(default)]
     pub reason: String,
-    /// The worker pods the master released for it; empty if a restarted master replayed the
-    /// decision (status.elastic.released has every released pod).
+    /// The worker pods the master had released under it when the operator first saw it
+    /// (status.elastic.released has every released pod, also those released later).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "released_schema")]
     pub released: Vec<String>,

@@ -8,8 +8,8 @@
 //!   job gets it, so a restarted master replays its checkpoint's scale-ins.
 //! - A scale-in releases the newest surplus workers; the master lists their ids
 //!   (`<pod name>-<8 hex>`: a worker's id starts with its hostname, a pod's hostname is its
-//!   name). The operator records the pod names (status.elastic.released: a restarted master's
-//!   own list starts empty), deletes each such pod once it ended, and never creates it again.
+//!   name). The operator records the pod names (status.elastic.released, kept whatever a
+//!   master reports later), deletes each such pod once it ended, and never creates it again.
 //!   It deletes no other pod for a scale-in: a released pod that is still running is
 //!   draining, handing its slots over, and exits by itself.
 //! - Each decision of the master (it lists them all, numbered; a restarted master replays
@@ -261,8 +261,9 @@ mod tests {
         assert_eq!((second.decisions[0].from, second.decisions[0].to, second.decisions[0].epoch), (8, 2, 4));
         // The same report again: nothing new.
         assert!(!merge(&mut s, &j, Some(&report(2, &ids, std::slice::from_ref(&d1)))).changed());
-        // A restarted master: replayed desired count and decision, no released ids. The
-        // operator still knows the released pods and reports nothing again.
+        // A restarted master (replayed desired count and decision; here without released ids,
+        // as from a master that lost its record): the operator still knows the released pods
+        // and reports nothing again.
         let replayed = decision(1, 8, 2, &[]);
         let restarted = merge(&mut s, &j, Some(&report(2, &[], &[replayed])));
         assert!(!restarted.changed(), "{restarted:?}");

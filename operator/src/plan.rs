@@ -82,7 +82,7 @@ pub struct MasterDecision {
     pub epoch: u32,
     pub from: u32,
     pub to: u32,
-    /// Worker ids this master released for it; empty when replayed.
+    /// Worker ids released under it (a restarted master's come from its checkpoint).
     pub released_workers: Vec<String>,
     pub reason: String,
 }
@@ -1712,7 +1712,7 @@ mod tests {
 
     /// Two decisions between two polls are two events; the status records them, so the next
     /// pass, a restarted operator (the status as stored) and a restarted master (the decisions
-    /// replayed, without released ids) report neither again.
+    /// replayed) report neither again.
     #[test]
     fn every_decision_of_the_master_is_one_event_once() {
         let (j, pods) = running_job(ELASTIC, 8);
