@@ -380,7 +380,7 @@ mapfile -t train_args < <(python3 -c 'import json, sys
 args, out, skip = json.load(open(sys.argv[1])), [], False
 for a in args:
     if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen"): skip = True; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
     out.append(a)
 assert out[0] == "master", out
 out[0] = "train"

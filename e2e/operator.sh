@@ -844,7 +844,7 @@ train_args="$(python3 -c 'import sys
 args, out, skip = sys.argv[2:], [], False
 for i, a in enumerate(args):
     if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen"): skip = True; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
     out.append(a)
 out[0] = "train"
 out[out.index("--model") + 1] = sys.argv[1]
