@@ -242,6 +242,19 @@ check "... and leaves no pod behind (cleanPodPolicy All)" until_ok 120 no_pods
 # own arguments on the reference grid.
 EJ=a9a-elastic EW=8
 t_elastic=$SECONDS
+# free_cpu: the node's allocatable CPU less what its live pods request, in millicores.
+free_cpu() {
+  k get pods -A --field-selector=spec.nodeName="$LINEA_NODE_NAME",status.phase!=Succeeded,status.phase!=Failed -o json |
+    python3 -c 'import json, sys
+def milli(q):
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+used = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for p in json.load(sys.stdin)["items"] for c in p["spec"]["containers"])
+print(milli(sys.argv[1]) - used)' "$(k get node "$LINEA_NODE_NAME" -o jsonpath='{.status.allocatable.cpu}')"
+}
+# Each worker requests an equal share of what the node has free beside the master's 100m, so
+# the 8 fill it whatever else runs there (the operator, CoreDNS, pods of earlier jobs).
+FREE_CPU="$(free_cpu)"
+WCPU="$(( (FREE_CPU - 100) / EW ))"
 cat >"$WORK/elastic.yaml" <<YAML
 apiVersion: linea.io/v1alpha1
 kind: TrainingJob
@@ -267,7 +280,7 @@ spec:
     replicas: $EW
     threads: 1
     resources:
-      requests: {cpu: 200m, memory: 128Mi}
+      requests: {cpu: ${WCPU}m, memory: 128Mi}
       limits: {memory: 512Mi}
   master:
     resources:
@@ -277,18 +290,8 @@ spec:
     cleanPodPolicy: None
   imagePullPolicy: IfNotPresent
 YAML
-# free_cpu: the node's allocatable CPU less what its live pods request, in millicores.
-free_cpu() {
-  k get pods -A --field-selector=spec.nodeName="$LINEA_NODE_NAME",status.phase!=Succeeded,status.phase!=Failed -o json |
-    python3 -c 'import json, sys
-def milli(q):
-    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
-used = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for p in json.load(sys.stdin)["items"] for c in p["spec"]["containers"])
-print(milli(sys.argv[1]) - used)' "$(k get node "$LINEA_NODE_NAME" -o jsonpath='{.status.allocatable.cpu}')"
-}
-left="$(( $(free_cpu) - 100 - EW * 200 ))"
-check "$EW workers at 200m CPU (and the master's 100m) fill the node: ${left}m CPU left, less than one more worker" \
-  test "$left" -ge 0 -a "$left" -lt 200
+check "$EW workers at ${WCPU}m CPU each (and the master's 100m) fill the node's free ${FREE_CPU}m: at least 100m each, less than one more worker left" \
+  test "$WCPU" -ge 100 -a "$(( FREE_CPU - 100 - EW * WCPU ))" -lt "$WCPU"
 k apply -f "$WORK/elastic.yaml" >/dev/null
 # worker_uids: "<name> <uid>" of the job's worker pods, one per line, sorted.
 worker_uids() {
@@ -365,11 +368,23 @@ sed 's/^/       /' "$WORK/elastic-get-tj" | head -n 12
 shows_scale_in() {
   python3 - "$WORK/elastic-get-tj" <<'PY'
 import sys
-lines = [l.split() for l in open(sys.argv[1])]
-header = lines[0]
-rows = [dict(zip(header, l)) for l in lines if l and l[0] != "NAME" and len(l) >= len(header) - 1]
-ok = any(r.get("DESIRED") not in (None, "8", "<none>") and r.get("GAP", "<none>") != "<none>" for r in rows)
-ok = ok and any(r.get("DESIRED") == "8" for r in rows)
+# kubectl's table is fixed-width and leaves empty cells blank: cut each row at its header's
+# column starts (splitting on blanks would shift the cells after an empty one).
+rows, starts = [], []
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("NAME"):
+        names, starts, pos = line.split(), [], 0
+        for n in names:
+            pos = line.index(n, pos)
+            starts.append(pos)
+            pos += len(n)
+        continue
+    if starts:
+        ends = starts[1:] + [None]
+        rows.append({n: line[a:b].strip() for n, a, b in zip(names, starts, ends)})
+ok = any(r.get("DESIRED") == "8" for r in rows)
+ok = ok and any(r.get("DESIRED") not in (None, "", "8") and r.get("GAP", "") not in ("", "<none>") for r in rows)
 sys.exit(0 if ok else "no capture with DESIRED 8 and one with DESIRED below 8 and a GAP")
 PY
 }
