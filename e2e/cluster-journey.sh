@@ -235,8 +235,8 @@ check "... and leaves no pod behind (cleanPodPolicy All)" until_ok 120 no_pods
 
 # --- elastic CoCoA on real pods (issue 14) ----------------------------------------------------
 # The grid the first job wrote, hinge-loss CoCoA with elastic scale-in on the epoch clock (so
-# the decisions, and the model, are reproducible): 8 workers at 200m CPU each fill the 2-core
-# node (with the master, the operator and CoreDNS). The master scales in 8 -> 2 -> 1; exactly
+# the decisions, and the model, are reproducible): 8 workers sharing the node's free CPU fill
+# the 2-core node; the master waits for all 8, then scales in 8 -> 2 -> 1; exactly
 # the 7 released workers' pods go and are never replaced, the kept one stays (same UID) until
 # the job ends, one event per decision, and the model equals `linea train` with the master's
 # own arguments on the reference grid.
