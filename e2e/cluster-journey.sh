@@ -16,6 +16,11 @@
 #     really started them, and job pods have no service-account token;
 #   - a job whose S3 credentials are wrong fails at once with a condition naming the
 #     store's refusal, and leaves no pod behind;
+#   - an elastic cocoa job (hinge, epoch clock) on that grid with 8 workers filling the node:
+#     the master scales in 8 -> 2 -> 1; exactly the 7 released pods go and are never replaced,
+#     the kept one stays to the end; one ElasticScaleIn event per decision, Scaling back to
+#     Stable, `kubectl get tj` shows DESIRED falling and the GAP; the model equals `linea
+#     train` with the master pod's own arguments, bit for bit;
 #   - a second job on the same raw input keeps the grid (Prepared, GridReused; no
 #     GridPrepared event), and on it faults (FAULTS=1, the default): a worker pod deleted
 #     mid-run (SIGTERM through the kubelet), a worker's container process SIGKILLed, the
@@ -230,6 +235,180 @@ check "... and a warning event saying so" bash -c \
   "'$KUBECTL' -n '$NS' get events --field-selector involvedObject.name=$DJ,type=Warning -o jsonpath='{.items[*].reason}' | grep -q DatasetError"
 no_pods() { [ -z "$(k -n "$NS" get pods -l "linea.io/job-name=$DJ" -o name 2>/dev/null)" ]; }
 check "... and leaves no pod behind (cleanPodPolicy All)" until_ok 120 no_pods
+
+# --- elastic CoCoA on real pods (issue 14) ----------------------------------------------------
+# The grid the first job wrote, hinge-loss CoCoA with elastic scale-in on the epoch clock (so
+# the decisions, and the model, are reproducible): 8 workers sharing the node's free CPU fill
+# the 2-core node; the master waits for all 8, then scales in 8 -> 2 -> 1; exactly
+# the 7 released workers' pods go and are never replaced, the kept one stays (same UID) until
+# the job ends, one event per decision, and the model equals `linea train` with the master's
+# own arguments on the reference grid.
+EJ=a9a-elastic EW=8
+t_elastic=$SECONDS
+# free_cpu: the node's allocatable CPU less what its live pods request, in millicores.
+free_cpu() {
+  k get pods -A --field-selector=spec.nodeName="$LINEA_NODE_NAME",status.phase!=Succeeded,status.phase!=Failed -o json |
+    python3 -c 'import json, sys
+def milli(q):
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+used = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for p in json.load(sys.stdin)["items"] for c in p["spec"]["containers"])
+print(milli(sys.argv[1]) - used)' "$(k get node "$LINEA_NODE_NAME" -o jsonpath='{.status.allocatable.cpu}')"
+}
+# Each worker requests an equal share of what the node has free beside the master's 100m, so
+# the 8 fill it whatever else runs there (the operator, CoreDNS, pods of earlier jobs).
+FREE_CPU="$(free_cpu)"
+WCPU="$(( (FREE_CPU - 100) / EW ))"
+cat >"$WORK/elastic.yaml" <<YAML
+apiVersion: linea.io/v1alpha1
+kind: TrainingJob
+metadata:
+  name: $EJ
+  namespace: $NS
+spec:
+  datasetUri: s3://data/a9a/grid
+  modelUri: s3://models/$EJ.model
+  storage:
+    endpoint: http://s3.$NS.svc:9000
+    region: us-east-1
+    forcePathStyle: true
+    credentialsSecretName: s3-credentials
+  algorithm:
+    cocoa:
+      loss: hinge
+      l2: ${ELASTIC_L2:-1}
+      gapTolerance: ${ELASTIC_GAP:-1e-5}
+      maxEpochs: 100000
+  elastic: {enabled: true, minReplicas: 1, factor: 4, clock: epochs}
+  workers:
+    replicas: $EW
+    threads: 1
+    resources:
+      requests: {cpu: ${WCPU}m, memory: 128Mi}
+      limits: {memory: 512Mi}
+  master:
+    resources:
+      requests: {cpu: 100m, memory: 128Mi}
+      limits: {memory: 512Mi}
+  runPolicy:
+    cleanPodPolicy: None
+  imagePullPolicy: IfNotPresent
+YAML
+check "$EW workers at ${WCPU}m CPU each (and the master's 100m) fill the node's free ${FREE_CPU}m: at least 100m each, less than one more worker left" \
+  test "$WCPU" -ge 100 -a "$(( FREE_CPU - 100 - EW * WCPU ))" -lt "$WCPU"
+k apply -f "$WORK/elastic.yaml" >/dev/null
+# worker_uids: "<name> <uid>" of the job's worker pods, one per line, sorted.
+worker_uids() {
+  k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid}{"\n"}{end}' | sort
+}
+# All the job's worker pods exist and are bound to the node (some may have run and ended by
+# now: a scale-in can come before the last one starts).
+all_on_node() {
+  [ "$(k -n "$NS" get pods -l "linea.io/job-name=$EJ,linea.io/role=worker" \
+    -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -cx "$LINEA_NODE_NAME")" = "$EW" ]
+}
+check "an elastic cocoa job gets its $EW worker pods, all on the node" until_ok 120 all_on_node
+worker_uids >"$WORK/elastic-start"
+# Watch to the end: the worker pods at every poll (a pod whose UID changed was replaced),
+# and `kubectl get tj` whenever it changes.
+: >"$WORK/elastic-get-tj"; : >"$WORK/elastic-polls"
+deadline=$((SECONDS + 600)) last_tj=""
+while :; do
+  phase="$(jp "tj/$EJ" '{.status.phase}')"
+  worker_uids | tr '\n' ';' >>"$WORK/elastic-polls"; echo >>"$WORK/elastic-polls"
+  tj="$(k -n "$NS" get tj "$EJ" --no-headers 2>/dev/null | awk '{print $4, $5, ($8 == "<none>")}')"
+  if [ "$tj" != "$last_tj" ]; then last_tj="$tj"; k -n "$NS" get tj "$EJ" >>"$WORK/elastic-get-tj"; fi
+  case "$phase" in Succeeded | Failed) break ;; esac
+  [ "$SECONDS" -lt "$deadline" ] || break
+  sleep 1 # poll interval
+done
+check "the elastic job Succeeded ($phase)" test "$phase" = Succeeded
+released="$(jp "tj/$EJ" '{.status.elastic.released[*]}' | tr ' ' '\n' | sort)"
+kept="$(cut -d' ' -f1 "$WORK/elastic-start" | grep -vxF -f <(printf '%s\n' "$released") || true)"
+echo "       released: $(echo $released); kept: $(echo $kept)"
+check "the master scaled in 8 -> 2 -> 1: two decisions in status.elastic.decisions" bash -c \
+  "[ \"\$('$KUBECTL' -n '$NS' get tj '$EJ' -o jsonpath='{.status.elastic.decisions[*].from}/{.status.elastic.decisions[*].to}')\" = '8 2/2 1' ]"
+check "... which released 7 of its worker pods and kept 1" test "$(wc -w <<<"$released")/$(wc -w <<<"$kept")" = 7/1
+# Every poll saw only the pods of the start, each with its first UID: none was replaced.
+never_replaced() {
+  python3 - "$WORK/elastic-start" "$WORK/elastic-polls" <<'PY'
+import sys
+start = dict(l.split() for l in open(sys.argv[1]) if l.strip())
+for n, poll in enumerate(open(sys.argv[2])):
+    for entry in filter(None, poll.strip().split(";")):
+        name, uid = entry.split()
+        if start.get(name) != uid:
+            sys.exit(f"poll {n}: {name} {uid} is not a pod of the start ({start.get(name)})")
+PY
+}
+check "no worker pod was ever replaced or added ($(wc -l <"$WORK/elastic-polls") polls)" never_replaced
+gone_after() { # the released pods are absent at the end and were absent before the job ended
+  local last; last="$(grep -v '^$' "$WORK/elastic-polls" | tail -n 2 | head -n 1)"
+  for name in $released; do
+    [[ "$last" != *"$name "* ]] || { echo "$name still there before the end"; return 1; }
+    [ -z "$(k -n "$NS" get pod "$name" -o name 2>/dev/null)" ] || { echo "$name exists"; return 1; }
+  done
+}
+check "exactly the released pods went before the job ended, and did not come back" gone_after
+stayed() { # the kept pod was at every poll, and at the end it is the same pod, exited 0, never restarted
+  local name="$kept" uid
+  uid="$(grep "^$name " "$WORK/elastic-start" | cut -d' ' -f2)"
+  [ "$(grep -c "$name $uid;" "$WORK/elastic-polls")" = "$(wc -l <"$WORK/elastic-polls")" ] &&
+    [ "$(jp "pod/$name" '{.metadata.uid} {.status.phase} {.status.containerStatuses[0].restartCount}')" = "$uid Succeeded 0" ]
+}
+check "the kept worker ($kept) stayed until the job ended: the same pod, exit 0, no restart" until_ok 60 stayed
+scale_ins="$(k -n "$NS" get events --field-selector "involvedObject.name=$EJ,reason=ElasticScaleIn" \
+  --sort-by=.eventTime -o jsonpath='{range .items[*]}{.message}{"\n"}{end}')"
+printf '%s\n' "$scale_ins" | sed 's/^/       event: /'
+check "one ElasticScaleIn event per decision: 8 -> 2, then 2 -> 1, each naming its released pods" bash -c \
+  "[ \"\$(wc -l <<<\"\$1\")\" = 2 ] && [[ \"\$(sed -n 1p <<<\"\$1\")\" == *': 8 -> 2; released '* ]] &&
+   [[ \"\$(sed -n 2p <<<\"\$1\")\" == *': 2 -> 1; released '* ]]" _ "$scale_ins"
+scaling="$(jp "tj/$EJ" '{.status.conditions[?(@.type=="Scaling")].status} {.status.conditions[?(@.type=="Scaling")].reason}: {.status.conditions[?(@.type=="Scaling")].message}')"
+check "Scaling went ElasticScaleIn -> Stable ($scaling), with a Stable event" bash -c \
+  "[[ '$scaling' == 'False Stable: 1 workers ready after an elastic scale-in' ]] &&
+   '$KUBECTL' -n '$NS' get events --field-selector involvedObject.name=$EJ,reason=Stable -o jsonpath='{.items[*].message}' | grep -q 'after an elastic scale-in'"
+sed 's/^/       /' "$WORK/elastic-get-tj" | head -n 12
+shows_scale_in() {
+  python3 - "$WORK/elastic-get-tj" <<'PY'
+import sys
+# kubectl's table is fixed-width and leaves empty cells blank: cut each row at its header's
+# column starts (splitting on blanks would shift the cells after an empty one).
+rows, starts = [], []
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("NAME"):
+        names, starts, pos = line.split(), [], 0
+        for n in names:
+            pos = line.index(n, pos)
+            starts.append(pos)
+            pos += len(n)
+        continue
+    if starts:
+        ends = starts[1:] + [None]
+        rows.append({n: line[a:b].strip() for n, a, b in zip(names, starts, ends)})
+ok = any(r.get("DESIRED") == "8" for r in rows)
+ok = ok and any(r.get("DESIRED") not in (None, "", "8") and r.get("GAP", "") not in ("", "<none>") for r in rows)
+sys.exit(0 if ok else "no capture with DESIRED 8 and one with DESIRED below 8 and a GAP")
+PY
+}
+check "kubectl get tj showed the workers (DESIRED 8, then fewer) and the duality GAP" shows_scale_in
+# The reference: `linea train` with the master pod's own arguments, on the reference grid.
+k -n "$NS" get pod "$EJ-master" -o jsonpath='{.spec.containers[0].args}' >"$WORK/elastic-master-args.json"
+mapfile -t train_args < <(python3 -c 'import json, sys
+args, out, skip = json.load(open(sys.argv[1])), [], False
+for a in args:
+    if skip: skip = False; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
+    out.append(a)
+assert out[0] == "master", out
+out[0] = "train"
+out[out.index("--data") + 1] = sys.argv[2]
+out[out.index("--model") + 1] = sys.argv[3]
+print("\n".join(out))' "$WORK/elastic-master-args.json" "$WORK/reference-grid" "$WORK/elastic-reference.model")
+"$LINEA_BIN" --quiet "${train_args[@]}" --threads 2 >/dev/null
+check "the elastic job's model equals linea train with the same settings, bit for bit" \
+  cmp "$WORK/s3/models/$EJ.model" "$WORK/elastic-reference.model"
+echo "       note: the elastic section took $((SECONDS - t_elastic)) s"
 
 # --- a second job on the same raw input keeps the grid ------------------------------------------
 FJ=a9a-faults

@@ -33,8 +33,9 @@
 # its duality gap polled, then final in status.progress and the GAP column of `kubectl get tj`.
 # Then an elastic cocoa job (issue 14): SCD with elastic refused; 8 real worker processes
 # named like its pods, the master scales in 8 -> 2 -> 1, exactly the released pods are deleted
-# once they exited (the others stay), status.elastic / workers.desired / Scaling / the
-# ElasticScaleIn event follow, and the model equals `linea train` with the same settings.
+# once they exited (the others stay), status.elastic / workers.desired / Scaling follow, one
+# ElasticScaleIn event per decision of the master (and none repeated by an operator restarted
+# mid-run), and the model equals `linea train` with the same settings.
 # The cocoa master pod has its metrics port (9090, `metrics`) and scrape annotations, and its
 # hand-run master's /metrics agrees with `linea status`. Last, no secret anywhere: every
 # pod, Event, TrainingJob, operator log and command line, and every hand-run process's log
@@ -793,34 +794,57 @@ exactly_released_gone() {
   [ "$(shrink_pods)" = "pod/shrink-master pod/$kept " ] || { echo "pods: $(shrink_pods)"; false; }
 }
 check "exactly the released pods are deleted once they exited, and not replaced" until_ok 30 exactly_released_gone
-scaled_in() {
+# scale_in_events: the job's ElasticScaleIn events, one message per line, oldest first.
+scale_in_events() {
+  k -n ml get events --field-selector involvedObject.name=shrink,reason=ElasticScaleIn \
+    --sort-by=.eventTime -o jsonpath='{range .items[*]}{.message}{"\n"}{end}'
+}
+# One event per decision of the master, whether both fell into one poll or not: 8 -> 2 with
+# the six pods it released, then 2 -> 1 with the seventh; the status lists both, numbered.
+one_event_per_decision() {
   local reason message events
   reason="$(jp tj/shrink '{.status.conditions[?(@.type=="Scaling")].reason}')"
   message="$(jp tj/shrink '{.status.conditions[?(@.type=="Scaling")].message}')"
-  events="$(k -n ml get events --field-selector involvedObject.name=shrink,reason=ElasticScaleIn -o jsonpath='{.items[*].message}')"
+  events="$(scale_in_events)"
   { [ "$reason" = ElasticScaleIn ] && grep -q "2 -> 1" <<<"$message" ||
     { [ "$reason" = Stable ] && grep -q "after an elastic scale-in" <<<"$message"; }; } &&
-    grep -q "2 -> 1" <<<"$events" &&
+    [ "$(wc -l <<<"$events")" = 2 ] &&
+    [ "$(grep -c ': 8 -> 2; released shrink-worker-.*, .*, .*, .*, .*, shrink-worker-[0-9]$' <<<"$events")" = 1 ] &&
+    [ "$(grep -c ': 2 -> 1; released shrink-worker-[0-9]$' <<<"$events")" = 1 ] &&
+    equals tj/shrink '{.status.elastic.decisions[*].number}' "1 2" &&
+    equals tj/shrink '{.status.elastic.decisions[*].to}' "2 1" &&
     equals tj/shrink '{.status.workers.desired}' 1 ||
-    { echo "Scaling $reason: $message; events: $events; desired $(jp tj/shrink '{.status.workers.desired}')"; false; }
+    { echo "Scaling $reason: $message; events: $events; decisions $(jp tj/shrink '{.status.elastic.decisions}')"; false; }
 }
-# The operator sees the master's latest reason per poll: 8 -> 2 and 2 -> 1 can fall into one poll
-# (a few epochs apart), so only the last decision's event is certain.
-check "Scaling (ElasticScaleIn, then Stable), an event with the master's last reason, workers.desired 1" \
-  until_ok 30 scaled_in
-k -n ml get events --field-selector involvedObject.name=shrink,reason=ElasticScaleIn -o jsonpath='{range .items[*]}       {.message}{"\n"}{end}' || true
+check "Scaling (ElasticScaleIn, then Stable), exactly one event per decision (8 -> 2, 2 -> 1) naming its pods, workers.desired 1" \
+  until_ok 30 one_event_per_decision
+scale_in_events | sed 's/^/       /'
+# The 7 pods the two decisions name are the 7 released.
+decision_pods="$(jp tj/shrink '{.status.elastic.decisions[*].released[*]}' | tr ' ' '\n' | sort | tr '\n' ' ')"
+check "the decisions name exactly the 7 released pods" \
+  test "$decision_pods" = "$(tr ' ' '\n' <<<"$released" | sort | tr '\n' ' ')"
+# An operator restart while the master still reports both decisions: the new replica reads
+# what was reported from the status and repeats nothing (checked once the job is finished,
+# which only the new replica can have seen).
+kill -TERM "$OPERATOR_PID"
+check "the operator stops (SIGTERM) while the elastic job trains" until_ok 10 operator_stopped
+start_operator operator-d "$STATE/operator.log" "$metrics_port"
+OPERATOR_PID="$STARTED_PID"
+check "... and a new replica leads" until_ok 30 holder_is operator-d
 check "the elastic master runs to the end" until_ok 600 master_done
 master_rc=0
 wait "$MASTER_PID" || master_rc=$?
 check "... and exits 0" test "$master_rc" = 0
 set_terminated shrink-master Succeeded 0 Completed "$(cat "$STATE/shrink.termination")"
 check "the elastic job is Succeeded" until_ok 30 equals tj/shrink '{.status.phase}' Succeeded
+check "... and the restarted operator repeated no decision: still exactly 2 ElasticScaleIn events" \
+  test "$(scale_in_events | wc -l)" = 2
 # The same settings in one process: `linea train` with the master's own arguments.
 train_args="$(python3 -c 'import sys
 args, out, skip = sys.argv[2:], [], False
 for i, a in enumerate(args):
     if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen"): skip = True; continue
+    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
     out.append(a)
 out[0] = "train"
 out[out.index("--model") + 1] = sys.argv[1]

@@ -27,7 +27,7 @@ pub use algorithm::{Algorithm, CocoaParams, Loss, ScdParams};
 pub use raw_data::{NumericMode, RawData, RawFormat};
 pub use run_policy::{CleanPodPolicy, RunPolicy};
 pub use spec::{PodMetadata, PullPolicy, StorageSpec, TrainingJob, TrainingJobSpec};
-pub use status::{ElasticStatus, Phase, Progress, TrainingJobStatus, WorkerStatus};
+pub use status::{ElasticStatus, Phase, Progress, ScalingDecision, TrainingJobStatus, WorkerStatus};
 pub use validation::InvalidSpec;
 pub use workers::{ElasticClock, ElasticPolicy, MAX_WORKERS, MasterSpec, WorkerSpec};
 

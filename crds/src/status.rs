@@ -287,9 +287,53 @@ pub struct ElasticStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "released_schema")]
     pub released: Vec<String>,
-    /// The master's last scale-in decision and why (e.g. "duality gap rate ... : 16 -> 4").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    /// The master's scale-in decisions the operator has reported, one event each, oldest
+    /// first. The master lists every decision it made (numbered; a restarted master replays
+    /// them from its checkpoint), so the operator reports exactly those whose number is not
+    /// here yet: two decisions between two polls give two events, and neither an operator
+    /// restart nor a new leader repeats one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "decisions_schema")]
+    pub decisions: Vec<ScalingDecision>,
+}
+
+impl ElasticStatus {
+    /// The latest decision reported, if any.
+    pub fn last_decision(&self) -> Option<&ScalingDecision> {
+        self.decisions.last()
+    }
+}
+
+/// One scale-in decision of an elastic job's master, as reported.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingDecision {
+    /// 1 for the job's first decision, then 2, 3, ... (the master's numbering).
+    pub number: i32,
+    /// The epoch after which the worker count changed.
+    #[serde(default)]
+    pub epoch: i64,
+    /// Workers (slots) before.
+    #[serde(default)]
+    pub from: i32,
+    /// Workers (slots) after.
+    #[serde(default)]
+    pub to: i32,
+    /// Why, in the master's words ("duality gap rate ... over the last 2 epochs vs ...: 16 -> 4").
+    #[serde(default)]
+    pub reason: String,
+    /// The worker pods the master had released under it when the operator first saw it
+    /// (status.elastic.released has every released pod, also those released later).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "released_schema")]
+    pub released: Vec<String>,
+}
+
+/// Schema of `status.elastic.decisions`: at most one decision per slot the job may start with.
+fn decisions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = <Vec<ScalingDecision>>::json_schema(generator);
+    schema.insert("maxItems".into(), crate::MAX_WORKERS.into());
+    schema
 }
 
 /// Schema of `status.elastic.released`: pod names, at most one per worker a job may have.

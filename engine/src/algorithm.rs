@@ -219,6 +219,17 @@ pub struct Progress {
     pub desired_workers: Option<u32>,
 }
 
+/// One change of the worker count an elastic algorithm decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalingDecision {
+    /// The epoch after which the count changed.
+    pub epoch: u32,
+    pub from: u32,
+    pub to: u32,
+    /// Why, for people: "duality gap rate 0.310/epoch over the last 2 epochs vs ...: 8 -> 2".
+    pub reason: String,
+}
+
 /// Why a run stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -279,6 +290,14 @@ pub trait Algorithm {
     fn weights(&self) -> Vec<Vec<f64>>;
     /// The maximum number of epochs (for progress bars).
     fn max_epochs(&self) -> u32;
+    /// Every change of the worker count the algorithm decided so far (elastic CoCoA's
+    /// scale-ins), oldest first. They are part of the checkpointed state, so a restarted
+    /// master reports the same list: whoever follows the decisions (the operator) can tell the
+    /// ones it has acted on from new ones by their position, which a "last decision" alone
+    /// cannot (two decisions between two looks, or two alike in a row).
+    fn scaling_decisions(&self) -> Vec<ScalingDecision> {
+        Vec::new()
+    }
 }
 
 /// Encodes a kernel-side value for the wire or a checkpoint (postcard: compact, f64 bit

@@ -519,6 +519,10 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--elastic-window", elastic.window.to_string()),
             ("--elastic-threshold", elastic.threshold.to_string()),
             ("--elastic-clock", elastic.clock.as_str().to_string()),
+            // A fresh master starts once the workers it starts with joined, so its first
+            // scale-in releases (and names) pods that are there, not ones still starting:
+            // the pods the job runs, one per slot up to `workers.replicas`.
+            ("--wait-for-workers", slots(job).min(spec.workers.clamped_replicas()).to_string()),
         ] {
             args.extend([flag.to_string(), value]);
         }
@@ -958,7 +962,7 @@ pub mod tests {
         assert!(
             args.ends_with(
                 "--slots 16 --elastic --elastic-min-slots 2 --elastic-factor 2 --elastic-window 3 \
-                 --elastic-threshold 1.5 --elastic-clock epochs"
+                 --elastic-threshold 1.5 --elastic-clock epochs --wait-for-workers 16"
             ),
             "{args}"
         );
@@ -968,12 +972,14 @@ pub mod tests {
         elastic.spec.workers.replicas = 4;
         elastic.status.as_mut().unwrap().elastic = Some(linea_crds::ElasticStatus { slots: 16, ..Default::default() });
         assert!(args_of(&elastic).contains("--slots 16 --elastic"));
+        assert!(args_of(&elastic).ends_with("--wait-for-workers 4"), "it waits for the pods it runs");
         assert_eq!(build(&elastic, &options()).workers.len(), 16);
         // Defaults: Chicle's N=2, d=1.25, m=4 on the wall clock; without elastic no flag.
         let defaults =
             job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\nelastic: {enabled: true}\n");
         assert!(args_of(&defaults).ends_with(
-            "--elastic --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock wall"
+            "--elastic --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock wall \
+             --wait-for-workers 1"
         ));
         assert!(!args_of(&job_with_defaults_of_cocoa()).contains("--elastic"));
         // Not elastic: the slots follow replicas, whatever a status says.

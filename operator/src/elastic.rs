@@ -8,10 +8,16 @@
 //!   job gets it, so a restarted master replays its checkpoint's scale-ins.
 //! - A scale-in releases the newest surplus workers; the master lists their ids
 //!   (`<pod name>-<8 hex>`: a worker's id starts with its hostname, a pod's hostname is its
-//!   name). The operator records the pod names (status.elastic.released: a restarted master's
-//!   own list starts empty), deletes each such pod once it ended, and never creates it again.
+//!   name). The operator records the pod names (status.elastic.released, kept whatever a
+//!   master reports later), deletes each such pod once it ended, and never creates it again.
 //!   It deletes no other pod for a scale-in: a released pod that is still running is
 //!   draining, handing its slots over, and exits by itself.
+//! - Each decision of the master (it lists them all, numbered; a restarted master replays
+//!   them from its checkpoint) is reported once: recorded in status.elastic.decisions, and an
+//!   `ElasticScaleIn` event with its reason and released pods, created under a name the
+//!   decision fixes before that status is written (`reconcile`), so neither a second look
+//!   nor an operator restart nor a new leader repeats it, and two decisions between two
+//!   polls are two events.
 //! - A worker pod that ended without failing (exit 0, preempted, evicted) and is not listed
 //!   is replaced only if the master, asked in this same pass, wants more workers than the
 //!   others alive: otherwise it was surplus (released just before a master restart, or
@@ -25,9 +31,9 @@
 //!   master moves to the others, as on a preemption.
 
 use crate::desired;
-use crate::plan::MasterProgress;
+use crate::plan::{MasterDecision, MasterProgress};
 use kube::ResourceExt;
-use linea_crds::{ElasticStatus, TrainingJob};
+use linea_crds::{ElasticStatus, MAX_WORKERS, ScalingDecision, TrainingJob};
 
 /// The pod of a released worker id, if it is one of the job's worker pods (index within its
 /// slots): ids are `<hostname>-<8 hex digits>` and a pod's hostname is its name.
@@ -43,8 +49,8 @@ pub fn released_pod(job: &TrainingJob, slots: i32, id: &str) -> Option<String> {
 pub struct Merged {
     /// Pods newly recorded as released.
     pub released: Vec<String>,
-    /// The master's scaling reason, when it is a new one (a new decision).
-    pub decision: Option<String>,
+    /// The master's decisions not reported before, oldest first: one event each.
+    pub decisions: Vec<ScalingDecision>,
     /// The master's desired count changed.
     pub desired_changed: bool,
 }
@@ -52,12 +58,20 @@ pub struct Merged {
 impl Merged {
     /// Whether anything about the scale-in changed.
     pub fn changed(&self) -> bool {
-        !self.released.is_empty() || self.decision.is_some() || self.desired_changed
+        !self.released.is_empty() || !self.decisions.is_empty() || self.desired_changed
     }
 }
 
+/// The longest reason kept from a master (status and events stay small whatever it sends).
+pub const MAX_REASON: usize = 512;
+
 /// Merges the master's report into the job's elastic status: released pods are added, never
-/// removed; the desired count and the reason follow the master's.
+/// removed; the desired count follows the master's; its decisions are recorded by number,
+/// each once. The master lists every decision it made, numbered from 1 (a restarted master
+/// replays them from its checkpoint), so the decisions to report are exactly those after the
+/// last number recorded, taken in order: none is reported twice (an operator restart or a new
+/// leader reads the recorded ones from this status) and none is skipped (a gap in the
+/// master's numbers stops the merge until it is filled).
 pub fn merge(status: &mut ElasticStatus, job: &TrainingJob, progress: Option<&MasterProgress>) -> Merged {
     let mut merged = Merged::default();
     let Some(p) = progress else { return merged };
@@ -75,11 +89,73 @@ pub fn merge(status: &mut ElasticStatus, job: &TrainingJob, progress: Option<&Ma
         status.desired = Some(desired);
         merged.desired_changed = true;
     }
-    if p.scaling_reason.is_some() && p.scaling_reason != status.reason {
-        status.reason = p.scaling_reason.clone();
-        merged.decision = p.scaling_reason.clone();
+    for d in &p.scaling_decisions {
+        let next = status.decisions.last().map_or(1, |last| last.number.saturating_add(1));
+        match i32::try_from(d.number) {
+            Ok(n) if n < next => continue, // reported before
+            Ok(n) if n == next && status.decisions.len() < MAX_WORKERS as usize => {}
+            _ => break,
+        }
+        let decision = recorded(job, status.slots, d);
+        status.decisions.push(decision.clone());
+        merged.decisions.push(decision);
     }
     merged
+}
+
+/// A master's decision as the status records it: its released ids as pod names (ids that are
+/// no pod of the job are left out), its reason bounded.
+fn recorded(job: &TrainingJob, slots: i32, d: &MasterDecision) -> ScalingDecision {
+    let mut reason = d.reason.clone();
+    if reason.len() > MAX_REASON {
+        let cut = (0..=MAX_REASON).rev().find(|&i| reason.is_char_boundary(i)).unwrap_or(0);
+        reason.truncate(cut);
+        reason.push('…');
+    }
+    let mut released: Vec<String> = Vec::new();
+    for pod in d.released_workers.iter().filter_map(|id| released_pod(job, slots, id)) {
+        if !released.contains(&pod) {
+            released.push(pod);
+        }
+    }
+    ScalingDecision {
+        number: i32::try_from(d.number).unwrap_or(i32::MAX),
+        epoch: d.epoch.into(),
+        from: i32::try_from(d.from).unwrap_or(i32::MAX),
+        to: i32::try_from(d.to).unwrap_or(i32::MAX),
+        reason,
+        released,
+    }
+}
+
+/// The most bytes of an event's note (events.k8s.io/v1 refuses more than 1 kB).
+const MAX_NOTE: usize = 1024;
+
+/// The event text of a decision: the master's reason and the pods it released, as many
+/// names as fit ("... and 12 more").
+pub fn note(d: &ScalingDecision) -> String {
+    if d.released.is_empty() {
+        return d.reason.clone();
+    }
+    let mut note = format!("{}; released", d.reason);
+    for (i, pod) in d.released.iter().enumerate() {
+        let more = format!(" and {} more", d.released.len() - i);
+        if note.len() + 2 + pod.len() + more.len() > MAX_NOTE {
+            note.push_str(&more);
+            break;
+        }
+        note.push_str(if i == 0 { " " } else { ", " });
+        note.push_str(pod);
+    }
+    note
+}
+
+/// The name of a decision's event: fixed by the job (name and UID) and the decision's number,
+/// so creating it twice (an operator that stopped between the event and the status write, an
+/// old leader still finishing its pass) meets the first one instead of repeating it.
+pub fn event_name(job: &TrainingJob, number: i32) -> String {
+    let uid = job.uid().unwrap_or_default();
+    format!("{}.scale-in-{number}.{uid}", job.name_any())
 }
 
 /// Indices of the worker pods the job runs: its slots without the released pods, at most
@@ -143,36 +219,108 @@ mod tests {
         }
     }
 
-    fn report(desired: i32, released: &[&str], reason: &str) -> MasterProgress {
+    /// A master's decision `number`, `from -> to`, releasing `released`.
+    fn decision(number: u32, from: u32, to: u32, released: &[&str]) -> MasterDecision {
+        MasterDecision {
+            number,
+            epoch: 4 * number,
+            from,
+            to,
+            released_workers: released.iter().map(|s| s.to_string()).collect(),
+            reason: format!(
+                "duality gap rate 0.3/epoch over the last 2 epochs vs 0.5/epoch since {from} slots: {from} -> {to}"
+            ),
+        }
+    }
+
+    fn report(desired: i32, released: &[&str], decisions: &[MasterDecision]) -> MasterProgress {
         MasterProgress {
             desired_workers: Some(desired),
             released_workers: released.iter().map(|s| s.to_string()).collect(),
-            scaling_reason: Some(reason.to_string()).filter(|r| !r.is_empty()),
+            scaling_decisions: decisions.to_vec(),
             ..Default::default()
         }
+    }
+
+    fn numbers(decisions: &[ScalingDecision]) -> Vec<i32> {
+        decisions.iter().map(|d| d.number).collect()
     }
 
     #[test]
     fn merging_keeps_every_release_a_restarted_master_forgot() {
         let j = elastic_job();
         let mut s = ElasticStatus { slots: 8, ..Default::default() };
-        let first = merge(&mut s, &j, Some(&report(8, &[], "")));
-        assert!(first.desired_changed && first.released.is_empty() && first.decision.is_none());
-        let why = "duality gap rate 0.3/epoch over the last 2 epochs vs 0.5/epoch since 8 workers: 8 -> 2";
+        let first = merge(&mut s, &j, Some(&report(8, &[], &[])));
+        assert!(first.desired_changed && first.released.is_empty() && first.decisions.is_empty());
         let ids = ["ads-worker-7-00000001", "ads-worker-2-00000002", "ads-worker-5-00000003"];
-        let second = merge(&mut s, &j, Some(&report(2, &ids, why)));
+        let d1 = decision(1, 8, 2, &ids);
+        let second = merge(&mut s, &j, Some(&report(2, &ids, std::slice::from_ref(&d1))));
         assert_eq!(second.released, ["ads-worker-7", "ads-worker-2", "ads-worker-5"]);
-        assert_eq!(second.decision.as_deref(), Some(why));
+        assert_eq!(numbers(&second.decisions), [1]);
+        assert_eq!(second.decisions[0].released, ["ads-worker-7", "ads-worker-2", "ads-worker-5"]);
+        assert_eq!((second.decisions[0].from, second.decisions[0].to, second.decisions[0].epoch), (8, 2, 4));
         // The same report again: nothing new.
-        assert!(!merge(&mut s, &j, Some(&report(2, &ids, why))).changed());
-        // A restarted master: replayed desired count, empty list, same reason. The operator
-        // still knows the released pods.
-        let restarted = merge(&mut s, &j, Some(&report(2, &[], why)));
-        assert!(!restarted.changed());
+        assert!(!merge(&mut s, &j, Some(&report(2, &ids, std::slice::from_ref(&d1)))).changed());
+        // A restarted master (replayed desired count and decision; here without released ids,
+        // as from a master that lost its record): the operator still knows the released pods
+        // and reports nothing again.
+        let replayed = decision(1, 8, 2, &[]);
+        let restarted = merge(&mut s, &j, Some(&report(2, &[], &[replayed])));
+        assert!(!restarted.changed(), "{restarted:?}");
         assert_eq!(s.released, ["ads-worker-7", "ads-worker-2", "ads-worker-5"]);
-        assert_eq!((s.desired, s.reason.as_deref()), (Some(2), Some(why)));
+        assert_eq!((s.desired, numbers(&s.decisions)), (Some(2), vec![1]));
         // No master this pass: nothing changes.
         assert!(!merge(&mut s, &j, None).changed());
+    }
+
+    /// The defect this fixes: the master reported only its last reason, so two decisions
+    /// between two polls gave one event and two alike in a row none.
+    #[test]
+    fn two_decisions_in_one_poll_are_two_new_decisions_and_an_operator_restart_repeats_none() {
+        let j = elastic_job();
+        let mut s = ElasticStatus { slots: 8, ..Default::default() };
+        let d1 = decision(1, 8, 2, &["ads-worker-7-00000001", "ads-worker-6-00000002"]);
+        let d2 = decision(2, 2, 1, &["ads-worker-1-00000003"]);
+        let both = report(
+            1,
+            &["ads-worker-7-00000001", "ads-worker-6-00000002", "ads-worker-1-00000003"],
+            &[d1.clone(), d2.clone()],
+        );
+        let merged = merge(&mut s, &j, Some(&both));
+        assert_eq!(numbers(&merged.decisions), [1, 2]);
+        assert_eq!(merged.decisions[1].released, ["ads-worker-1"]);
+        assert!(merged.decisions[1].reason.ends_with(": 2 -> 1"));
+        // An operator restart (or a new leader) starts from the status as stored: the same
+        // report finds nothing new.
+        let mut stored: ElasticStatus = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+        assert!(merge(&mut stored, &j, Some(&both)).decisions.is_empty());
+        // Two decisions alike but for their numbers are two decisions.
+        let mut alike = ElasticStatus { slots: 8, ..Default::default() };
+        let same = |n| MasterDecision { number: n, ..decision(1, 8, 2, &[]) };
+        assert_eq!(numbers(&merge(&mut alike, &j, Some(&report(2, &[], &[same(1)]))).decisions), [1]);
+        assert_eq!(numbers(&merge(&mut alike, &j, Some(&report(2, &[], &[same(1), same(2)]))).decisions), [2]);
+        // A gap in the master's numbers stops the merge there; nothing is skipped.
+        let mut gap = ElasticStatus { slots: 8, ..Default::default() };
+        assert!(merge(&mut gap, &j, Some(&report(1, &[], &[d2.clone()]))).decisions.is_empty());
+        assert_eq!(numbers(&merge(&mut gap, &j, Some(&report(1, &[], &[d1, d2]))).decisions), [1, 2]);
+    }
+
+    #[test]
+    fn a_decisions_event_names_its_pods_within_the_events_limit_and_is_named_by_its_number() {
+        let j = elastic_job();
+        let mut d = ScalingDecision { number: 3, reason: "r: 8 -> 2".into(), ..Default::default() };
+        assert_eq!(note(&d), "r: 8 -> 2", "replayed: no pods to name");
+        d.released = vec!["ads-worker-7".into(), "ads-worker-6".into()];
+        assert_eq!(note(&d), "r: 8 -> 2; released ads-worker-7, ads-worker-6");
+        d.released = (0..1000).map(|i| format!("ads-worker-{i}")).collect();
+        let long = note(&d);
+        assert!(long.len() <= MAX_NOTE && long.ends_with(" more"), "{} bytes: {long}", long.len());
+        let shown = long.matches("ads-worker-").count();
+        assert!(long.ends_with(&format!(" and {} more", 1000 - shown)), "{long}");
+        // A master's reason is bounded before it is recorded.
+        let huge = MasterDecision { reason: "é".repeat(1000), ..decision(1, 8, 2, &[]) };
+        assert!(recorded(&j, 8, &huge).reason.len() <= MAX_REASON + '…'.len_utf8());
+        assert_eq!(event_name(&j, 3), format!("ads.scale-in-3.{}", j.uid().unwrap_or_default()));
     }
 
     #[test]
@@ -189,9 +337,9 @@ mod tests {
     #[test]
     fn an_ended_pod_is_replaced_only_when_the_master_wants_more() {
         assert_eq!(ended(None, 0), Ended::Wait, "no word from the master: no guess");
-        assert_eq!(ended(Some(&report(2, &[], "")), 2), Ended::Surplus);
-        assert_eq!(ended(Some(&report(2, &[], "")), 3), Ended::Surplus);
-        assert_eq!(ended(Some(&report(2, &[], "")), 1), Ended::Replace);
+        assert_eq!(ended(Some(&report(2, &[], &[])), 2), Ended::Surplus);
+        assert_eq!(ended(Some(&report(2, &[], &[])), 3), Ended::Surplus);
+        assert_eq!(ended(Some(&report(2, &[], &[])), 1), Ended::Replace);
         let any = MasterProgress { desired_workers: None, ..Default::default() };
         assert_eq!(ended(Some(&any), 5), Ended::Replace, "a master that wants any count");
     }

@@ -4,7 +4,7 @@
 //! there names the master Service. A master that does not answer in time simply has no
 //! progress to report.
 
-use crate::plan::MasterProgress;
+use crate::plan::{MasterDecision, MasterProgress};
 use linea_proto::auth::JobSecret;
 use linea_proto::client::{Expect, MasterClient, Timeouts};
 use linea_proto::tls::Transport;
@@ -52,6 +52,17 @@ pub async fn progress(address: &str, access: &Access<'_>) -> Option<MasterProgre
         workers_draining: s.workers_draining as i32,
         desired_workers: s.desired_workers.map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
         released_workers: s.released_workers,
-        scaling_reason: Some(s.scaling_reason).filter(|r| !r.is_empty()),
+        scaling_decisions: s
+            .scaling_decisions
+            .into_iter()
+            .map(|d| MasterDecision {
+                number: d.number,
+                epoch: d.epoch,
+                from: d.from_workers,
+                to: d.to_workers,
+                released_workers: d.released_workers,
+                reason: d.reason,
+            })
+            .collect(),
     })
 }

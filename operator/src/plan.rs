@@ -70,8 +70,21 @@ pub struct MasterProgress {
     pub desired_workers: Option<i32>,
     /// Worker ids (`<pod name>-<8 hex>`) this master released in a scale-in, oldest first.
     pub released_workers: Vec<String>,
-    /// The algorithm's last scaling decision and why; `None` if none.
-    pub scaling_reason: Option<String>,
+    /// Every scaling decision of the master's algorithm, oldest first (see [`MasterDecision`]).
+    pub scaling_decisions: Vec<MasterDecision>,
+}
+
+/// One scaling decision as the master's status RPC lists it: numbered from 1, the same number
+/// from every master of the job (a restarted one replays them from its checkpoint).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MasterDecision {
+    pub number: u32,
+    pub epoch: u32,
+    pub from: u32,
+    pub to: u32,
+    /// Worker ids released under it (a restarted master's come from its checkpoint).
+    pub released_workers: Vec<String>,
+    pub reason: String,
 }
 
 /// What `linea master` writes to its termination message after writing the model: the
@@ -104,6 +117,10 @@ pub struct Event {
     pub warning: bool,
     pub reason: &'static str,
     pub note: String,
+    /// The elastic scale-in decision (its number) this event reports: recorded exactly once,
+    /// under a name fixed by the decision ([`elastic::event_name`]), before the status that
+    /// records it as reported is written.
+    pub decision: Option<i32>,
 }
 
 /// The API server refuses an event whose note is longer than this (bytes), and the event is
@@ -190,7 +207,7 @@ impl Plan {
         self.budget = None;
         self.pods.clear();
         if self.set(job, condition_type::CREATED, false, reason::RESOURCE_CONFLICT, message.clone()) {
-            self.events.push(Event { warning: true, reason: reason::RESOURCE_CONFLICT, note: message });
+            self.events.push(Event { warning: true, reason: reason::RESOURCE_CONFLICT, note: message, decision: None });
         }
     }
 
@@ -220,7 +237,7 @@ impl Plan {
         self.budget = None;
         self.pods.clear();
         if self.set(job, condition_type::BLOCKED, true, why, message.clone()) {
-            self.events.push(Event { warning: true, reason: why, note: message });
+            self.events.push(Event { warning: true, reason: why, note: message, decision: None });
         }
     }
 
@@ -236,7 +253,7 @@ impl Plan {
         self.set(job, condition_type::FAILED, true, reason::INVALID_SPEC, message.clone());
         self.set(job, condition_type::RUNNING, false, reason::INVALID_SPEC, "the job has finished".into());
         self.status.completion_time = Some(self.now.clone());
-        self.events.push(Event { warning: true, reason: reason::INVALID_SPEC, note: message });
+        self.events.push(Event { warning: true, reason: reason::INVALID_SPEC, note: message, decision: None });
     }
 }
 
@@ -355,7 +372,7 @@ impl Planner<'_> {
     }
 
     fn event(&mut self, warning: bool, reason: &'static str, note: impl Into<String>) {
-        self.plan.events.push(Event { warning, reason, note: note.into() });
+        self.plan.events.push(Event { warning, reason, note: note.into(), decision: None });
     }
 
     fn delete(&mut self, pod: &Pod) {
@@ -618,6 +635,12 @@ impl Planner<'_> {
             }
             scale_in = elastic::merge(&mut e, self.job, progress);
             self.plan.status.elastic = Some(e);
+            // Recorded as reported in this status: the event goes with it, whatever follows.
+            for d in &scale_in.decisions {
+                let note = elastic::note(d);
+                let event = Event { warning: false, reason: reason::ELASTIC_SCALE_IN, note, decision: Some(d.number) };
+                self.plan.events.push(event);
+            }
         }
         let mut released = self.plan.status.elastic.as_ref().map(|e| e.released.clone()).unwrap_or_default();
         let wanted: Vec<i32> = if is_elastic {
@@ -792,20 +815,19 @@ impl Planner<'_> {
 
     /// `Scaling` follows a change of the worker count: True from the change until `desired`
     /// workers are ready and the extra (or released) ones are gone. A change by the master's
-    /// elastic policy is `ElasticScaleIn`, with an event whose text is the master's reason for
-    /// each new decision; one by `kubectl scale tj` (or an edit of `spec.workers.replicas`)
-    /// is `ReplicasChanged`. A replaced worker is not scaling: the count did not change.
+    /// elastic policy is `ElasticScaleIn`, with one event per decision of the master not
+    /// reported before (its reason and the pods it released); one by `kubectl scale tj` (or
+    /// an edit of `spec.workers.replicas`) is `ReplicasChanged`. A replaced worker is not
+    /// scaling: the count did not change.
     fn scaling(&mut self, desired: i32, ready: i32, extra: usize, scale_in: &elastic::Merged) {
         let before = self.plan.status.workers.as_ref().map(|w| w.desired);
         if scale_in.changed() && (!scale_in.released.is_empty() || before.is_some_and(|b| b > desired)) {
-            let why = self.plan.status.elastic.as_ref().and_then(|e| e.reason.clone());
-            let released = self.plan.status.elastic.as_ref().map(|e| e.released.join(", ")).unwrap_or_default();
+            let elastic = self.plan.status.elastic.as_ref();
+            let why = elastic.and_then(|e| e.last_decision()).map(|d| d.reason.clone());
+            let released = elastic.map(|e| e.released.join(", ")).unwrap_or_default();
             let why = why.unwrap_or_else(|| format!("the master wants {desired} workers"));
             let message = format!("{why}; released: {released}");
             self.set(condition_type::SCALING, true, reason::ELASTIC_SCALE_IN, message);
-            if let Some(decision) = &scale_in.decision {
-                self.event(false, reason::ELASTIC_SCALE_IN, decision.clone());
-            }
             return;
         }
         match before {
@@ -1697,16 +1719,85 @@ mod tests {
         algorithm: {cocoa: {loss: hinge}}\nelastic: {enabled: true, minReplicas: 2, clock: epochs}\n";
     const WHY: &str = "duality gap rate 0.31/epoch over the last 2 epochs vs 0.52/epoch since 8 workers: 8 -> 2";
 
-    /// What an elastic master reports: its desired count, released ids, reason.
+    fn worker_id(i: i32) -> String {
+        format!("ads-worker-{i}-{:08x}", 0xabc0 + i)
+    }
+
+    /// What an elastic master of 8 slots reports: its desired count, released ids, and below
+    /// 8 its decision 8 -> `desired` (WHY) releasing them (a restarted master: none).
     fn elastic_master(epoch: i64, desired: i32, released: &[i32], active: i32) -> MasterProgress {
+        let ids: Vec<String> = released.iter().map(|&i| worker_id(i)).collect();
+        let decision = MasterDecision {
+            number: 1,
+            epoch: 6,
+            from: 8,
+            to: desired as u32,
+            released_workers: ids.clone(),
+            reason: WHY.into(),
+        };
         MasterProgress {
             epoch,
             workers_active: active,
             desired_workers: Some(desired),
-            released_workers: released.iter().map(|i| format!("ads-worker-{i}-{:08x}", 0xabc0 + i)).collect(),
-            scaling_reason: (!released.is_empty()).then(|| WHY.to_string()),
+            released_workers: ids,
+            scaling_decisions: if desired < 8 { vec![decision] } else { Vec::new() },
             ..Default::default()
         }
+    }
+
+    fn scale_in_events(plan: &Plan) -> Vec<(Option<i32>, &str)> {
+        let elastic = plan.events.iter().filter(|e| e.reason == reason::ELASTIC_SCALE_IN);
+        elastic.map(|e| (e.decision, e.note.as_str())).collect()
+    }
+
+    /// Two decisions between two polls are two events; the status records them, so the next
+    /// pass, a restarted operator (the status as stored) and a restarted master (the decisions
+    /// replayed) report neither again.
+    #[test]
+    fn every_decision_of_the_master_is_one_event_once() {
+        let (j, pods) = running_job(ELASTIC, 8);
+        let j = next(j.clone(), &plan(&j, &pods, Some(&elastic_master(1, 8, &[], 8)), &[], now()));
+        let (to_two, to_one): (Vec<i32>, Vec<i32>) = ((2..8).collect(), vec![1]);
+        let two_to_one = "duality gap rate 0.1/epoch over the last 2 epochs vs 0.2/epoch since 2 slots: 2 -> 1";
+        let mut master = elastic_master(12, 1, &[to_two.clone(), to_one.clone()].concat(), 8);
+        master.scaling_decisions[0].to = 2;
+        master.scaling_decisions[0].released_workers = to_two.iter().map(|&i| worker_id(i)).collect();
+        master.scaling_decisions.push(MasterDecision {
+            number: 2,
+            epoch: 10,
+            from: 2,
+            to: 1,
+            released_workers: vec![worker_id(1)],
+            reason: two_to_one.into(),
+        });
+        let both = plan(&j, &pods, Some(&master), &[], now());
+        let events = scale_in_events(&both);
+        let to_two_note = format!(
+            "{WHY}; released {}",
+            to_two.iter().map(|i| format!("ads-worker-{i}")).collect::<Vec<_>>().join(", ")
+        );
+        assert_eq!(
+            events,
+            [(Some(1), to_two_note.as_str()), (Some(2), &*format!("{two_to_one}; released ads-worker-1"))]
+        );
+        let recorded = &both.status.elastic.as_ref().unwrap().decisions;
+        assert_eq!(recorded.iter().map(|d| (d.number, d.from, d.to)).collect::<Vec<_>>(), [(1, 8, 2), (2, 2, 1)]);
+        let c = both.status.condition(condition_type::SCALING).unwrap();
+        assert!(c.message.starts_with(two_to_one), "the condition says the latest: {}", c.message);
+        let j = next(j, &both);
+        assert!(scale_in_events(&plan(&j, &pods, Some(&master), &[], now())).is_empty(), "the next pass");
+        let stored: TrainingJob = serde_json::from_value(serde_json::to_value(&j).unwrap()).unwrap();
+        assert!(scale_in_events(&plan(&stored, &pods, Some(&master), &[], now())).is_empty(), "an operator restart");
+        let mut restarted = master.clone();
+        restarted.released_workers.clear();
+        restarted.scaling_decisions.iter_mut().for_each(|d| d.released_workers.clear());
+        assert!(scale_in_events(&plan(&j, &pods, Some(&restarted), &[], now())).is_empty(), "a master restart");
+        // Every other event of a plan is recorded as before, without a decision.
+        assert!(both.events.iter().all(|e| (e.reason == reason::ELASTIC_SCALE_IN) == e.decision.is_some()));
+    }
+
+    fn names_of(indices: &[i32]) -> Vec<String> {
+        indices.iter().map(|&i| format!("ads-worker-{i}")).collect()
     }
 
     fn sorted(mut names: Vec<String>) -> Vec<String> {
@@ -1733,15 +1824,14 @@ mod tests {
         let decided = plan(&j, &pods, Some(&elastic_master(7, 2, &released, 8)), &[], now());
         assert!(decided.delete_pods.is_empty(), "released pods still run (draining): {:?}", decided.deleted());
         assert!(decided.pods.is_empty());
-        let names: Vec<String> = released.iter().map(|&i| format!("ads-worker-{i}")).collect();
+        let names = names_of(&released);
         assert_eq!(decided.status.elastic.as_ref().unwrap().released, names, "in the master's order");
         assert_eq!(decided.status.workers.as_ref().unwrap().desired, 2);
         let c = decided.status.condition(condition_type::SCALING).unwrap();
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", reason::ELASTIC_SCALE_IN));
         assert!(c.message.starts_with(WHY) && c.message.contains("ads-worker-7, ads-worker-0"), "{}", c.message);
-        let notes: Vec<&str> =
-            decided.events.iter().filter(|e| e.reason == reason::ELASTIC_SCALE_IN).map(|e| e.note.as_str()).collect();
-        assert_eq!(notes, [WHY], "one event, the master's reason");
+        let note = format!("{WHY}; released {}", names_of(&released).join(", "));
+        assert_eq!(scale_in_events(&decided), [(Some(1), note.as_str())], "one event: the reason, the pods");
         let j = next(j, &decided);
 
         // They exit 0; worker-1 (not released) is evicted meanwhile.

@@ -3,6 +3,7 @@
 //! subresource, events. A finalizer makes deletion wait until the job's objects are gone.
 
 use crate::desired::{self, BuildOptions, MASTER_PORT};
+use crate::elastic;
 use crate::error::{ApiClass, OperatorError, Result, api_message, classify};
 use crate::metrics::{CategoryLabel, JobLabel, Metrics, PhaseLabel};
 use crate::nodes::{self, NodeIndex};
@@ -10,7 +11,9 @@ use crate::plan::Observed;
 use crate::plan::{self, Plan};
 use crate::{FIELD_MANAGER, FINALIZER, master};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -354,6 +357,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
             _ => {}
         }
     }
+    record_decisions(job, ctx, &mut outcome).await;
     let status = serde_json::json!({
         "apiVersion": linea_crds::API_VERSION,
         "kind": linea_crds::KIND,
@@ -384,6 +388,50 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
         Action::requeue(outcome.requeue)
     };
     Ok((action, refused))
+}
+
+/// Records the events of the master's elastic decisions, each under the name its decision
+/// fixes ([`elastic::event_name`]), before the status that lists them as reported is
+/// written. A name that exists already (this operator stopped after the event and before the
+/// status, or an old leader got there first) is that decision's event: not repeated. One that
+/// cannot be recorded is taken out of the status with every later one, so the next pass
+/// reports them again, in order: a decision is neither repeated nor dropped.
+async fn record_decisions(job: &TrainingJob, ctx: &Context, outcome: &mut Plan) {
+    let (decisions, others): (Vec<plan::Event>, _) =
+        std::mem::take(&mut outcome.events).into_iter().partition(|e| e.decision.is_some());
+    outcome.events = others;
+    let events: Api<K8sEvent> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    for event in &decisions {
+        let Some(number) = event.decision else { continue };
+        let recorded = K8sEvent {
+            metadata: ObjectMeta {
+                name: Some(elastic::event_name(job, number)),
+                namespace: job.namespace(),
+                ..Default::default()
+            },
+            action: Some("Reconcile".into()),
+            reason: Some(event.reason.into()),
+            note: Some(event.note.clone()),
+            type_: Some(if event.warning { "Warning" } else { "Normal" }.into()),
+            event_time: Some(MicroTime(Timestamp::now())),
+            regarding: Some(job.object_ref(&())),
+            reporting_controller: Some(ctx.reporter.controller.clone()),
+            reporting_instance: Some(ctx.reporter.instance.clone().unwrap_or_else(|| ctx.reporter.controller.clone())),
+            ..Default::default()
+        };
+        match events.create(&params, &recorded).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(job = %job_key(job), decision = number, %e, "could not record a scale-in event; retried");
+                if let Some(elastic) = outcome.status.elastic.as_mut() {
+                    elastic.decisions.retain(|d| d.number < number);
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// Deletes the object named like the job's master (its Service, its PodDisruptionBudget) if

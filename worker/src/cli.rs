@@ -422,6 +422,11 @@ enum Command {
         allreduce: master::AllReduceMode,
         #[command(flatten)]
         speculation: SpeculationArgs,
+        /// A fresh run starts its first epoch once this many workers joined (at most the
+        /// workers it wants; a restarted master does not wait). The operator passes an
+        /// elastic job's worker count, so its scale-ins release workers that are there.
+        #[arg(long, default_value_t = 0)]
+        wait_for_workers: usize,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -590,7 +595,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce, speculation } => {
+        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce, speculation, wait_for_workers } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -614,6 +619,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 transport,
                 allreduce,
                 speculation: speculation.speculation(),
+                wait_for_workers,
             };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));

@@ -75,9 +75,9 @@ fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
 }
 
 /// kill -9 of a worker and of the master between scale-ins: the restarted master replays the
-/// recorded decisions from its checkpoint and the run ends with the undisturbed model; the
-/// workers the master no longer needs are released and exit 0 (which ones, exactly, is the
-/// scheduler's unit test).
+/// recorded decisions from its checkpoint, with the workers each released, and the run ends
+/// with the undisturbed model. The first scale-in (8 -> 2, m = 4, on 8 workers the master
+/// waited for) names exactly the K - K/m = 6 workers it told to exit, and those exit 0.
 #[test]
 fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,7 +89,7 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
         "--loss",
         "hinge",
         "--slots",
-        "16",
+        "8",
         "--elastic",
         "--elastic-clock",
         "epochs",
@@ -103,24 +103,57 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
 
     let listen = format!("127.0.0.1:{}", free_port());
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
-    job.add_workers(6);
-    // 16 slots on 6 workers: nobody is surplus until the first scale-in (16 -> 4).
-    let s = job.wait_for("the first scale-in", |s| s.desired_workers.is_some_and(|d| d < 16));
-    assert!(s.scaling_reason.contains("16 -> 4"), "the status says why: {:?}", s.scaling_reason);
-    let s = job.wait_for("surplus workers released", |s| s.released_workers.len() >= 2);
-    let exited: Vec<bool> = job.workers.iter_mut().map(|w| w.try_wait().unwrap().is_some()).collect();
-    assert!(exited.iter().filter(|&&e| e).count() <= s.released_workers.len(), "only released workers exit");
+    let master_params = [&params[..], &["--wait-for-workers", "8"]].concat();
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &master_params);
+    // Worker i's id starts with "w{i}-": the status names processes.
+    let names: Vec<String> = (0..8).map(|i| format!("w{i}")).collect();
+    job.add_named_workers(&names);
+    let process = |id: &str| {
+        let (name, suffix) = id.rsplit_once('-').unwrap_or_else(|| panic!("a worker id: {id}"));
+        assert_eq!(suffix.len(), 8, "{id}");
+        name.strip_prefix('w').and_then(|i| i.parse::<usize>().ok()).unwrap_or_else(|| panic!("one of ours: {id}"))
+    };
+    let s = job.wait_for("the first scale-in", |s| !s.scaling_decisions.is_empty());
+    let first = s.scaling_decisions[0].clone();
+    assert_eq!((first.number, first.from_workers, first.to_workers), (1, 8, 2), "{:?}", s.scaling_decisions);
+    assert!(first.reason.ends_with(": 8 -> 2"), "the status says why: {first:?}");
+    // Exactly K - K/m = 6 distinct workers, all in the master's list of released workers.
+    let mut released: Vec<usize> = first.released_workers.iter().map(|id| process(id)).collect();
+    released.sort();
+    released.dedup();
+    assert_eq!(released.len(), 6, "8 -> 2 releases 6 workers: {first:?}");
+    assert_eq!(s.released_workers[..6], first.released_workers[..], "{s:?}");
+    // They are the ones told to exit: each exits 0 by itself...
+    for &i in &released {
+        let exit = wait_exit(&mut job.workers[i], job.timeout, "a worker the scale-in released");
+        assert!(exit.success(), "a released worker exits 0, not {exit}");
+    }
+    // ... and every worker that exited is one a decision names (a later 2 -> 1 names its own).
+    let exited: Vec<usize> = (0..8).filter(|&i| job.workers[i].try_wait().unwrap().is_some()).collect();
+    let s = job.cluster.status().expect("the master answers");
+    let listed: Vec<usize> =
+        s.scaling_decisions.iter().flat_map(|d| d.released_workers.iter().map(|id| process(id))).collect();
+    assert!(exited.iter().all(|i| listed.contains(i)), "exited {exited:?}, named {:?}", s.scaling_decisions);
+    for d in &s.scaling_decisions[1..] {
+        assert_eq!(d.released_workers.len() as u32, d.from_workers - d.to_workers, "{d:?}");
+    }
 
     // kill -9 a worker that is still running, then the master; a new worker joins.
-    job.kill_worker(exited.iter().position(|&e| !e).unwrap());
-    job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5);
+    let victim = (0..8).find(|i| !exited.contains(i)).expect("a kept worker runs");
+    job.kill_worker(victim);
+    let before = job.wait_for("progress after the kill", |t| t.epoch > s.epoch + 5).scaling_decisions;
     job.kill_master();
-    job.add_workers(1);
+    job.add_named_workers(&["w8".to_string()]);
     job.start_master();
-    let s = job.wait_for("the restarted master", |t| t.desired_workers.is_some());
-    assert!(s.desired_workers.unwrap() < 16, "the restarted master replayed the scale-in: {s:?}");
-    // Every worker not killed exits 0: released by the scale-in or at the end.
+    let s = job.wait_for("the restarted master", |t| t.scaling_decisions.len() >= before.len());
+    assert!(s.desired_workers.unwrap() < 8, "the restarted master replayed the scale-in: {s:?}");
+    // It lists the decisions it replayed as they were: numbers, reasons and the workers an
+    // earlier master released under each (its checkpoint's record).
+    for (old, new) in before.iter().zip(&s.scaling_decisions) {
+        assert_eq!(new, old, "a replayed decision");
+    }
+    assert_eq!(s.scaling_decisions[0].released_workers, first.released_workers);
+    // Every worker not killed exits 0: released by a scale-in or at the end.
     let log = job.finish();
     assert!(log.contains("resuming from checkpoint"), "{log}");
     assert!(

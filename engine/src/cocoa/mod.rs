@@ -51,7 +51,9 @@ pub use elastic::{Clock, ElasticConfig, ScaleIn};
 pub use kernel::{CocoaKernel, CocoaPhase, SlotState};
 pub use state::{CocoaState, CocoaStep, EpochRecord};
 
-use crate::algorithm::{Algorithm, Iteration, Kernel, PhaseRequest, Progress, Reduction, Runner, StopReason};
+use crate::algorithm::{
+    Algorithm, Iteration, Kernel, PhaseRequest, Progress, Reduction, Runner, ScalingDecision, StopReason,
+};
 use crate::error::EngineError;
 use crate::fixed::from_fixed128;
 use crate::grid::BlockShape;
@@ -374,5 +376,13 @@ impl Algorithm for Cocoa {
 
     fn max_epochs(&self) -> u32 {
         self.config.max_epochs()
+    }
+
+    /// The checkpointed scale-ins, so a restarted master reports those it replayed too.
+    fn scaling_decisions(&self) -> Vec<ScalingDecision> {
+        let window = self.config.elastic().map_or(0, |e| e.window());
+        let decision =
+            |s: &ScaleIn| ScalingDecision { epoch: s.epoch, from: s.from, to: s.to, reason: s.describe(window) };
+        self.state.scale_ins.iter().map(decision).collect()
     }
 }

@@ -22,6 +22,7 @@
 //! the same model; only work is redone. A checkpoint of another run (another fingerprint or
 //! format) is refused, never resumed or overwritten.
 
+use super::scheduler::Released;
 use crate::driver::EpochPoint;
 use crate::error::{LineaError, Result};
 use crate::storage::{self, Storage};
@@ -51,6 +52,11 @@ pub struct Header {
     /// no checksum of its own.
     #[serde(default)]
     body_crc32c: Option<u32>,
+    /// Every worker released as surplus so far, with the scale-in decision it was released
+    /// under (each object has the whole record, which is small: a restarted master reports
+    /// each decision with its released workers from the newest object).
+    #[serde(default)]
+    released: Vec<Released>,
 }
 
 /// Why a checkpoint object cannot be used.
@@ -100,6 +106,7 @@ pub fn parse_object<T: serde::de::DeserializeOwned>(
 pub struct Resumed {
     pub version: u64,
     pub trace: Vec<EpochPoint>,
+    pub released: Vec<Released>,
 }
 
 pub struct Checkpoints {
@@ -147,6 +154,7 @@ impl Checkpoints {
             next_step: 0,
             point: None,
             body_crc32c: None,
+            released: Vec::new(),
         }
     }
 
@@ -198,11 +206,11 @@ impl Checkpoints {
 
     /// Brings `algorithm` to the last state saved, if any.
     pub fn load<A: Algorithm>(&mut self, algorithm: &mut A) -> Result<Option<Resumed>> {
-        let (mut version, mut trace) = (0, Vec::new());
+        let (mut version, mut trace, mut released) = (0, Vec::new(), Vec::new());
         let mut resumed = false;
         if let Some((slot, base, state, bytes)) = self.newest_base::<A::State>()? {
             algorithm.set_state(state);
-            (version, trace) = (base.version, base.trace);
+            (version, trace, released) = (base.version, base.trace, base.released);
             (self.first_step, self.base_bytes, self.base_slot) = (base.next_step, bytes, Some(slot));
             resumed = true;
         }
@@ -222,28 +230,30 @@ impl Checkpoints {
             algorithm.replay(step).map_err(|e| LineaError::data(self.storage.describe(&key), e.to_string()))?;
             version = header.version;
             trace.extend(header.point);
+            released = header.released;
             self.step_bytes += bytes;
             number += 1;
             resumed = true;
         }
         self.next_step = number;
-        Ok(resumed.then_some(Resumed { version, trace }))
+        Ok(resumed.then_some(Resumed { version, trace, released }))
     }
 
     /// After an iteration: a step, or at an epoch's end a new base once the steps since the
-    /// last one outweigh it.
+    /// last one outweigh it; `released` is the master's record of released workers.
     pub fn save<A: Algorithm>(
         &mut self,
         algorithm: &A,
         iteration: &Iteration<A::Step>,
         version: u64,
         trace: &[EpochPoint],
+        released: &[Released],
     ) -> Result<()> {
         if iteration.epoch_done && self.step_bytes >= self.base_bytes {
-            return self.save_base(algorithm, version, trace);
+            return self.save_base(algorithm, version, trace, released);
         }
         let point = if iteration.epoch_done { trace.last().cloned() } else { None };
-        let header = Header { point, ..self.header(version) };
+        let header = Header { point, released: released.to_vec(), ..self.header(version) };
         let bytes = self.write(&step_key(self.next_step), header, encode(&iteration.step))?;
         self.next_step += 1;
         self.step_bytes += bytes;
@@ -252,9 +262,20 @@ impl Checkpoints {
 
     /// Everything, into the slot that does not hold the current base; then the steps it
     /// replaces are removed.
-    pub fn save_base<A: Algorithm>(&mut self, algorithm: &A, version: u64, trace: &[EpochPoint]) -> Result<()> {
+    pub fn save_base<A: Algorithm>(
+        &mut self,
+        algorithm: &A,
+        version: u64,
+        trace: &[EpochPoint],
+        released: &[Released],
+    ) -> Result<()> {
         let slot = self.base_slot.map_or(0, |current| 1 - current);
-        let header = Header { trace: trace.to_vec(), next_step: self.next_step, ..self.header(version) };
+        let header = Header {
+            trace: trace.to_vec(),
+            next_step: self.next_step,
+            released: released.to_vec(),
+            ..self.header(version)
+        };
         let bytes = self.write(BASES[slot], header, encode(algorithm.state()))?;
         for number in self.first_step..self.next_step {
             self.storage.remove(&step_key(number))?;

@@ -58,6 +58,14 @@ pub fn status_json(s: &proto::StatusReply) -> serde_json::Value {
         .iter()
         .map(|w| serde_json::json!({"id": w.worker_id, "address": w.address, "draining": w.draining, "shards": w.shards}))
         .collect();
+    let decisions: Vec<serde_json::Value> = s
+        .scaling_decisions
+        .iter()
+        .map(|d| {
+            serde_json::json!({"number": d.number, "epoch": d.epoch, "from": d.from_workers, "to": d.to_workers,
+                "released": d.released_workers, "reason": d.reason})
+        })
+        .collect();
     serde_json::json!({
         "phase": s.phase,
         "epoch": s.epoch,
@@ -71,6 +79,8 @@ pub fn status_json(s: &proto::StatusReply) -> serde_json::Value {
         "workers_draining": s.workers_draining,
         "workers_lost": s.workers_lost,
         "workers_desired": s.desired_workers,
+        "released_workers": s.released_workers,
+        "scaling_decisions": decisions,
         "items_completed": s.items_completed,
         "model": s.model,
         "error": s.error,

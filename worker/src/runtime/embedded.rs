@@ -31,6 +31,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         transport: Transport::Tls(certificates.tls(Role::Master)?),
         allreduce: Default::default(),
         speculation: Default::default(),
+        // Its own workers are all coming: an elastic run waits for them (see MasterOptions).
+        wait_for_workers: if options.elastic.is_some() { options.workers } else { 0 },
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {

@@ -4,7 +4,7 @@
 
 use super::proto::{self, master_message, worker_message};
 use super::scheduler::{Outbox, Scheduler, WorkerKey};
-use linea_engine::algorithm::Gap;
+use linea_engine::algorithm::{Gap, ScalingDecision};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -19,12 +19,32 @@ pub struct RunStatus {
     pub objective: f64,
     pub gap: Option<Gap>,
     pub desired_workers: Option<u32>,
-    /// The algorithm's last decision about the worker count, for status.
-    pub scaling: String,
+    /// Every decision of the algorithm about the worker count, numbered (see
+    /// [`RunStatus::record_decisions`]); the status reply adds the workers released under
+    /// each from the scheduler's record.
+    pub decisions: Vec<proto::ScalingDecision>,
     pub examples_per_second: f64,
     pub error: String,
     /// When this master last wrote a checkpoint (its `/metrics` exports the age).
     pub checkpointed: Option<std::time::Instant>,
+}
+
+impl RunStatus {
+    /// Brings the reported decisions up to the algorithm's list (`all`, oldest first: the
+    /// known ones keep their numbers, the n-th is number n).
+    pub fn record_decisions(&mut self, all: &[ScalingDecision]) {
+        let known = self.decisions.len();
+        for (i, d) in all.iter().enumerate().skip(known) {
+            self.decisions.push(proto::ScalingDecision {
+                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                epoch: d.epoch,
+                from_workers: d.from,
+                to_workers: d.to,
+                released_workers: Vec::new(),
+                reason: d.reason.clone(),
+            });
+        }
+    }
 }
 
 pub type Outboxes = HashMap<WorkerKey, UnboundedSender<Result<proto::MasterMessage, Status>>>;
@@ -54,6 +74,18 @@ impl Hub {
         let mut guard = self.state.lock().expect("hub lock");
         let (scheduler, outboxes) = &mut *guard;
         send(outboxes, step(scheduler));
+    }
+
+    /// Runs one scheduler step and returns its messages unsent, for a caller that must
+    /// record something first (the master checkpoints whom a scale-in releases before it
+    /// tells them); [`Hub::send`] sends them.
+    pub fn step<T>(&self, step: impl FnOnce(&mut Scheduler) -> (Outbox, T)) -> (Outbox, T) {
+        step(&mut self.state.lock().expect("hub lock").0)
+    }
+
+    /// Sends messages a [`Hub::step`] returned.
+    pub fn send(&self, outbox: Outbox) {
+        send(&mut self.state.lock().expect("hub lock").1, outbox);
     }
 
     /// The job description with a new kernel and a new session (so workers drop what they
@@ -218,8 +250,14 @@ pub fn status_reply(hub: &Hub) -> proto::StatusReply {
         gap_absolute: run.gap.map(|g| g.absolute),
         gap_relative: run.gap.map(|g| g.relative),
         desired_workers: run.desired_workers,
-        released_workers: scheduler.released.clone(),
-        scaling_reason: run.scaling,
+        released_workers: scheduler.released_ids(),
         allreduce_generation: scheduler.tree_generation(),
+        // Whom each decision released: the scheduler's record, which it keeps as it releases
+        // them (and a restarted master restores from the checkpoint).
+        scaling_decisions: run
+            .decisions
+            .into_iter()
+            .map(|d| proto::ScalingDecision { released_workers: scheduler.released_for(d.number), ..d })
+            .collect(),
     }
 }

@@ -41,6 +41,10 @@ pub struct MasterOptions {
     pub allreduce: AllReduceMode,
     /// When a straggling item is copied to an idle worker.
     pub speculation: Speculation,
+    /// A fresh run sends its first item once this many workers joined (at most the workers
+    /// the algorithm wants; 0: at once), so an elastic run's scale-ins release the workers
+    /// it started with rather than finding some still to come.
+    pub wait_for_workers: usize,
 }
 
 /// How the master runs a phase the algorithm asks to allreduce (L-BFGS's and the hybrid's
@@ -190,7 +194,7 @@ impl<K: Kernel> Server<K> {
                 objective: job.progress.objective.unwrap_or(f64::NAN),
                 gap: job.progress.gap,
                 desired_workers: job.progress.desired_workers,
-                scaling: String::new(),
+                decisions: Vec::new(),
                 examples_per_second: 0.0,
                 error: String::new(),
                 checkpointed: None,
@@ -283,6 +287,11 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
     )
 }
 
+/// The number of the newest of `count` decisions (they are numbered from 1; 0: none).
+fn decision_number(count: usize) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
 /// Stops a running master from outside (the embedded mode, when its workers are gone).
 #[derive(Clone)]
 pub struct AbortHandle(Arc<Hub>);
@@ -324,27 +333,30 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let mut checkpoints = checkpoints.transpose()?;
         let (mut version, mut trace) = (0, Vec::new());
         let mut checkpointed = None;
+        let mut released = Vec::new();
         let loaded = checkpoints.as_mut().map(|c| c.load(&mut algorithm)).transpose()?.flatten();
         for why in checkpoints.iter().flat_map(|c| &c.ignored) {
             progress
                 .always(&format!("checkpoint object ignored as damaged (resuming from the state before it): {why}"));
         }
-        match loaded {
+        let resuming = match loaded {
             Some(resumed) => {
                 let at = algorithm.progress();
                 progress.always(&format!(
                     "resuming from checkpoint: epoch {}, unit-state version {}",
                     at.epoch, resumed.version
                 ));
-                (version, trace) = (resumed.version, resumed.trace);
+                (version, trace, released) = (resumed.version, resumed.trace, resumed.released);
+                true
             }
             None => {
                 if let Some(c) = &mut checkpoints {
-                    c.save_base(&algorithm, 0, &trace)?;
+                    c.save_base(&algorithm, 0, &trace, &released)?;
                     checkpointed = Some(Instant::now());
                 }
+                false
             }
-        }
+        };
         let job = Job {
             data: train.data.clone(),
             algorithm: algorithm.name(),
@@ -365,7 +377,20 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             version,
         )?;
         let hub = server.hub.clone();
-        hub.set_status(|s| s.checkpointed = checkpointed);
+        // The decisions replayed from the checkpoint, reported as they were: with their
+        // numbers and the workers an earlier master released under each.
+        let replayed = algorithm.scaling_decisions();
+        let desired = algorithm.progress().desired_workers.map(|n| n as usize);
+        let wait = if resuming { 0 } else { options.wait_for_workers.min(desired.unwrap_or(usize::MAX)) };
+        hub.dispatch(|s| {
+            s.released = released;
+            s.start_with(wait);
+            s.set_desired(desired, decision_number(replayed.len()))
+        });
+        hub.set_status(|s| {
+            s.checkpointed = checkpointed;
+            s.record_decisions(&replayed);
+        });
         if let Some(listen) = &train.metrics_listen {
             let address = server.serve_metrics(listen)?;
             progress.always(&format!("master metrics on http://{address}/metrics"));
@@ -377,13 +402,22 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let outcome =
             driver::drive(&mut algorithm, &mut runner, sizes, progress, &mut trace, |algorithm, iteration, trace| {
                 let version = server.bases.version();
+                let report = algorithm.progress();
+                let decisions = algorithm.scaling_decisions();
+                // Whom a scale-in releases is decided here, under the decision's number, and
+                // checkpointed before they are told: a restarted master lists them as this
+                // one would have.
+                let (release, record) = hub.step(|s| {
+                    let outbox =
+                        s.set_desired(report.desired_workers.map(|n| n as usize), decision_number(decisions.len()));
+                    (outbox, s.released.clone())
+                });
                 let mut saved = None;
                 if let Some(c) = &mut checkpoints {
-                    c.save(algorithm, iteration, version, trace)?;
+                    c.save(algorithm, iteration, version, trace, &record)?;
                     saved = Some(Instant::now());
                 }
-                let report = algorithm.progress();
-                hub.dispatch(|s| s.set_desired(report.desired_workers.map(|n| n as usize)));
+                hub.send(release);
                 hub.set_status(|s| {
                     s.checkpointed = saved.or(s.checkpointed);
                     s.iteration += 1;
@@ -391,9 +425,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     s.objective = scale.unscale_objective(report.objective.unwrap_or(f64::NAN));
                     s.gap = report.gap;
                     s.desired_workers = report.desired_workers;
-                    if let Some(note) = &iteration.note {
-                        s.scaling = note.clone();
-                    }
+                    s.record_decisions(&decisions);
                     if let (true, [.., a, b]) = (iteration.epoch_done, trace) {
                         s.examples_per_second = sizes.0 / (b.seconds - a.seconds).max(1e-9);
                     }

@@ -76,6 +76,13 @@ impl Job {
         }
     }
 
+    /// Worker processes whose ids start with `names` (see [`Cluster::named_worker`]).
+    pub fn add_named_workers(&mut self, names: &[String]) {
+        for name in names {
+            self.workers.push(self.cluster.named_worker(name));
+        }
+    }
+
     /// Waits for worker `i` to exit (bounded) and forgets it.
     pub fn reap(&mut self, i: usize) -> ExitStatus {
         let mut worker = self.workers.remove(i);

@@ -106,13 +106,23 @@ impl Cluster {
     }
 
     pub fn worker(&self) -> Child {
+        self.worker_command().spawn().unwrap()
+    }
+
+    /// A worker whose id starts with `name` (its HOSTNAME, as a pod's name is), so the
+    /// master's status names which process it released.
+    pub fn named_worker(&self, name: &str) -> Child {
+        self.worker_command().env("HOSTNAME", name).spawn().unwrap()
+    }
+
+    fn worker_command(&self) -> Command {
         let mut command = linea(&["worker", "--master", &self.master_url, "--threads", "1"]);
         command.args(&self.worker_args).envs(self.env.iter().map(|(k, v)| (k, v))).stdout(Stdio::null());
         if let Some(dir) = &self.logs {
             let log = tempfile::NamedTempFile::new_in(dir).unwrap().keep().unwrap().0;
             command.stderr(log).env("RUST_LOG", "linea_worker=info");
         }
-        command.spawn().unwrap()
+        command
     }
 
     /// Cells the workers got from peers and served to peers, from their closing lines.

@@ -194,8 +194,15 @@ pub struct Scheduler {
     aborted: Option<String>,
     /// The most workers the algorithm wants (elastic CoCoA: one per slot); `None`: any.
     desired: Option<usize>,
-    /// Workers released because the algorithm wanted fewer, oldest release first.
-    pub released: Vec<String>,
+    /// The number of the algorithm's scale-in decision `desired` follows (0: none yet).
+    decision: u32,
+    /// Workers released because the algorithm wanted fewer, oldest release first, each
+    /// with the decision it was released under: decided here, under the lock every join
+    /// and every `set_desired` takes, so a worker that joins after a decision and is surplus
+    /// is that decision's as much as one drained by it.
+    pub released: Vec<Released>,
+    /// No item is sent before this many workers are active (0: no wait). Opens once.
+    start_with: usize,
     /// The allreduce tree of the last tree stage; rebuilt when the workers change or a
     /// reduce is started again.
     tree: Option<Tree<WorkerKey>>,
@@ -205,6 +212,15 @@ pub struct Scheduler {
     /// Items of a stalled worker that wait for an idle worker to run a copy.
     wanted: BTreeSet<u64>,
     pub counters: Counters,
+}
+
+/// A worker the scheduler released as surplus, and the number of the scale-in decision in
+/// force when it did (0: before any). The master checkpoints these, so a restarted master
+/// lists each decision with the workers it released.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Released {
+    pub decision: u32,
+    pub id: String,
 }
 
 /// Messages to send: (worker, message).
@@ -224,7 +240,9 @@ impl Scheduler {
             next_worker: 1,
             aborted: None,
             desired: None,
+            decision: 0,
             released: Vec::new(),
+            start_with: 0,
             tree: None,
             speculation: Speculation::OFF,
             clock: {
@@ -283,12 +301,30 @@ impl Scheduler {
         self.workers.keys().map(|&k| (k, job.clone())).collect()
     }
 
-    /// The algorithm wants at most `desired` workers: the newest beyond that many are
-    /// drained (they hand over what they own, as on preemption, and are released once
-    /// nothing depends on them), and a worker that joins while there are enough is too.
-    pub fn set_desired(&mut self, desired: Option<usize>) -> Outbox {
+    /// The algorithm wants at most `desired` workers, as its decision number `decision` (0:
+    /// none yet) says: the newest beyond that many are drained (they hand over what they
+    /// own, as on preemption, and are released once nothing depends on them), and a worker
+    /// that joins while there are enough is too; each is recorded under `decision`.
+    pub fn set_desired(&mut self, desired: Option<usize>, decision: u32) -> Outbox {
         self.desired = desired;
+        self.decision = decision;
         self.release_surplus()
+    }
+
+    /// The first item waits until `workers` are active, so an elastic run's first scale-in
+    /// finds every worker it starts with there (and releases those, not ones yet to come).
+    pub fn start_with(&mut self, workers: usize) {
+        self.start_with = workers;
+    }
+
+    /// The ids of every worker released as surplus, oldest first.
+    pub fn released_ids(&self) -> Vec<String> {
+        self.released.iter().map(|r| r.id.clone()).collect()
+    }
+
+    /// The ids of the workers released under decision number `decision`, oldest first.
+    pub fn released_for(&self, decision: u32) -> Vec<String> {
+        self.released.iter().filter(|r| r.decision == decision).map(|r| r.id.clone()).collect()
     }
 
     fn release_surplus(&mut self) -> Outbox {
@@ -297,7 +333,7 @@ impl Scheduler {
         let mut outbox = Outbox::new();
         for &key in active.iter().skip(desired.max(1)) {
             if let Some(w) = self.workers.get(&key) {
-                self.released.push(w.id.clone());
+                self.released.push(Released { decision: self.decision, id: w.id.clone() });
             }
             outbox.extend(self.drain(key));
         }
@@ -723,6 +759,12 @@ impl Scheduler {
     /// Adopting and stealing one unit at a time spreads units over all workers instead
     /// of filling the first workers' queues, and moves state only when a thread is idle.
     fn assign(&mut self) -> Outbox {
+        if self.start_with > 0 {
+            if self.workers.values().filter(|w| !w.draining).count() < self.start_with {
+                return Outbox::new();
+            }
+            self.start_with = 0;
+        }
         let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
         let keys: Vec<WorkerKey> = self.workers.keys().copied().collect();
         for key in keys {

@@ -342,19 +342,26 @@ fn a_reconfigured_job_reaches_every_worker_and_surplus_workers_are_released() {
     assert_eq!(kinds(&sent), keys.iter().map(|&k| (k, "job")).collect::<Vec<_>>());
     assert_eq!((s.owner.len(), s.prior.len()), (2, 2));
     assert!(s.owner.iter().chain(&s.prior).all(Option::is_none), "merged units are rebuilt from the master");
-    let sent = s.set_desired(Some(2));
+    let sent = s.set_desired(Some(2), 1);
     let released: Vec<_> = kinds(&sent).into_iter().filter(|(_, kind)| *kind != "assignment").collect();
     assert_eq!(released, [(keys[2], "drain"), (keys[2], "release"), (keys[3], "drain"), (keys[3], "release")]);
-    assert_eq!(s.released, ["c", "d"]);
-    assert!(s.set_desired(Some(2)).is_empty(), "released once");
+    assert_eq!(s.released_for(1), ["c", "d"]);
+    assert!(s.set_desired(Some(2), 1).is_empty(), "released once");
     let (e, sent) = s.join("e".into(), "http://e".into(), 1);
     assert_eq!(kinds(&sent)[..2], [(e, "drain"), (e, "release")], "a newcomer beyond the count goes at once");
-    assert_eq!(s.released, ["c", "d", "e"]);
+    // ... under the decision in force when it joined, whichever step released it.
+    assert_eq!(s.released_for(1), ["c", "d", "e"]);
     let (_, sent) = start(&mut s, Collect::Sums(1));
     assert!(sent.iter().all(|(w, _, _)| keys[..2].contains(w)), "the two kept workers run the two units");
     run_all(&mut s, sent);
+    // The next decision (2 -> 1) releases the newer kept worker, under its own number.
+    let sent = s.set_desired(Some(1), 2);
+    assert_eq!(kinds(&sent).iter().filter(|(_, kind)| *kind == "drain").collect::<Vec<_>>(), [&(keys[1], "drain")]);
+    assert_eq!(s.released_for(1), ["c", "d", "e"]);
+    assert_eq!(s.released_for(2), ["b"]);
+    assert_eq!(s.released_ids(), ["c", "d", "e", "b"]);
     // Without a wanted count (SCD, static CoCoA) nobody is surplus.
-    assert!(s.set_desired(None).is_empty());
+    assert!(s.set_desired(None, 0).is_empty());
     assert_eq!(
         s.join("f".into(), "http://f".into(), 1)
             .1
@@ -625,4 +632,18 @@ fn a_phase_forfeited_by_every_worker_left_starts_over_under_a_new_id() {
     let sums = super::super::wire::from_i128s(&[4, 5, 6]);
     s.complete(a, vec![proto::ItemResult { item: ranges[0].1, sums, ..Default::default() }]);
     assert_eq!(result.try_recv().unwrap().unwrap().sums.sums, [4, 5, 6]);
+}
+
+/// An elastic run's first items wait for the workers it starts with, so its first scale-in
+/// releases workers that are there rather than ones still to join.
+#[test]
+fn the_first_items_wait_for_the_workers_a_run_starts_with() {
+    let mut s = Scheduler::new(4);
+    s.start_with(3);
+    s.join("a".into(), "http://a".into(), 1);
+    let (_, sent) = start(&mut s, Collect::Sums(1));
+    assert!(sent.is_empty(), "one worker of three: nothing is sent yet");
+    assert!(items(&s.join("b".into(), "http://b".into(), 1).1).is_empty(), "two of three");
+    let (_, sent) = s.join("c".into(), "http://c".into(), 1);
+    assert_eq!(items(&sent).len(), 3, "the third opens it: one item for each worker");
 }
