@@ -42,8 +42,7 @@ pub fn local_solve<'o>(
             let step = loss.sdca_step(rows.targets[i], alpha[i], m, scale * rows.norms[i]);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
-                rows.add_to(i, step.delta, &mut u);
-                rows.add_to(i, scale * step.delta, &mut model);
+                rows.add_to_both(i, (step.delta, &mut u), (scale * step.delta, &mut model));
             }
         }
     }
