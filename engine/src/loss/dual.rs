@@ -59,6 +59,13 @@ impl Loss {
     /// * logistic: the root of `ln((1 - b) / b) - m y - q (b - y alpha) = 0`, solved for
     ///   the logit `t = ln(b / (1 - b))` by Newton from the root's side of 0 ([`logistic_logit`]).
     pub fn sdca_step(self, target: f64, alpha: f64, m: f64, q: f64) -> SdcaStep {
+        self.sdca_step_with(target, alpha, m, q, f64::exp)
+    }
+
+    /// [`Self::sdca_step`] with `exp` given, so CoCoA's local solver can pass the inlined
+    /// `exp` that has the library's bits (`crate::scd::fast_exp`).
+    #[inline(always)]
+    pub fn sdca_step_with(self, target: f64, alpha: f64, m: f64, q: f64, exp: impl Fn(f64) -> f64 + Copy) -> SdcaStep {
         let new = match self {
             Loss::Squared => alpha + (target - m - alpha / 2.0) / (q + 0.5),
             Loss::Hinge => {
@@ -74,7 +81,7 @@ impl Loss {
                 };
                 target * b
             }
-            Loss::Logistic => target * sigmoid(logistic_logit(alpha * target, m * target, q)),
+            Loss::Logistic => target * sigmoid_with(logistic_logit_with(alpha * target, m * target, q, exp).0, exp),
         };
         SdcaStep { alpha: new, delta: new - alpha }
     }
@@ -97,12 +104,11 @@ impl Loss {
 /// `fnlwgt`), Newton steps stay inside a bracket of width `q` while jumping across the root,
 /// the bracket barely shrinks, and after 100 iterations the step returned a `b` far from the
 /// root, lowering the dual by up to 1e10 in one step.
-fn logistic_logit(b0: f64, my: f64, q: f64) -> f64 {
-    logistic_logit_counted(b0, my, q).0
-}
-
-/// [`logistic_logit`] and the iterations it took (its cost: one `exp` each).
-fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
+///
+/// It returns the iterations it took too (its cost: one `exp` each); `exp` is given so the
+/// local solver can pass an inlined one with the library's bits.
+#[inline(always)]
+fn logistic_logit_with(b0: f64, my: f64, q: f64, exp: impl Fn(f64) -> f64) -> (f64, usize) {
     if !(q > 0.0) {
         return (-my, 0); // q == 0: the root is -my exactly
     }
@@ -120,7 +126,7 @@ fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
     let warm = if warm.is_nan() { 0.0 } else { warm.max(lo).min(hi) };
     let mut t = if side > 0.0 { warm.min(0.0) } else { warm.max(0.0) };
     for iteration in 1..=LOGISTIC_MAX_ITERATIONS {
-        let e = (-t.abs()).exp();
+        let e = exp(-t.abs());
         // sigmoid(-|t|), from the same exp as the curvature below.
         let r = e / (1.0 + e);
         // sigmoid(t) - b0 without cancellation: for t >= 0 as (1 - b0) - sigmoid(-t), since
@@ -140,7 +146,12 @@ fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
         if iteration > 1 && (next - t) * side > 0.0 {
             return (t, iteration);
         }
-        if (next - t).abs() <= f64::EPSILON * t.abs().max(1.0) {
+        // Newton converges quadratically here: with `d = next - t`, the root is within
+        // `d^2 / 2` of `next` (`|h''| < h'`, from the shape of `h` above). Once `d^2` is below
+        // the rounding of `t`, `next` is the root to rounding, without the iteration that
+        // would only confirm it (one `exp` of three or four per step).
+        let d = next - t;
+        if d * d <= f64::EPSILON * t.abs().max(1.0) {
             return (next, iteration);
         }
         t = next;
@@ -148,10 +159,28 @@ fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
     (t, LOGISTIC_MAX_ITERATIONS)
 }
 
-/// The logistic function, stable for any `t` (one `exp` of `-|t|`).
-#[inline]
+/// [`logistic_logit_with`]'s root with the library's `exp`.
+#[cfg(test)]
+fn logistic_logit(b0: f64, my: f64, q: f64) -> f64 {
+    logistic_logit_counted(b0, my, q).0
+}
+
+/// [`logistic_logit_with`] and its iterations with the library's `exp`.
+#[cfg(test)]
+fn logistic_logit_counted(b0: f64, my: f64, q: f64) -> (f64, usize) {
+    logistic_logit_with(b0, my, q, f64::exp)
+}
+
+/// [`sigmoid_with`] with the library's `exp`.
+#[cfg(test)]
 fn sigmoid(t: f64) -> f64 {
-    let e = (-t.abs()).exp();
+    sigmoid_with(t, f64::exp)
+}
+
+/// The logistic function, stable for any `t` (one `exp` of `-|t|`).
+#[inline(always)]
+fn sigmoid_with(t: f64, exp: impl Fn(f64) -> f64) -> f64 {
+    let e = exp(-t.abs());
     if t >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) }
 }
 
