@@ -606,14 +606,16 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
+            let train = args.options(0, 0)?;
             let options = master::MasterOptions {
-                train: args.options(0, 0)?,
+                train,
                 listen,
                 checkpoint,
                 secret,
                 transport,
                 allreduce,
                 speculation: speculation.speculation(),
+                stop_on_signals: true,
             };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));

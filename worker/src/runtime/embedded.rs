@@ -31,6 +31,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         transport: Transport::Tls(certificates.tls(Role::Master)?),
         allreduce: Default::default(),
         speculation: Default::default(),
+        // SIGINT of `linea train` ends it and its workers, as any command.
+        stop_on_signals: false,
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {
