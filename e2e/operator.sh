@@ -524,7 +524,7 @@ resources_are() {
   got="$(lq "pod/$1" '{.spec.containers[0].resources.requests.cpu}/{.spec.containers[0].resources.requests.memory} {.spec.containers[0].resources.limits.cpu}/{.spec.containers[0].resources.limits.memory}')"
   [ "$got" = "$2 $3" ] || { echo "$1: $got, expected $2 $3"; false; }
 }
-defaults_of() { python3 -c 'import json,sys; r=json.loads(sys.argv[1])[sys.argv[2]]; print(f"{r[\"requests\"][\"cpu\"]}/{r[\"requests\"][\"memory\"]} {r[\"limits\"][\"cpu\"]}/{r[\"limits\"][\"memory\"]}")' "$JOB_DEFAULTS" "$1"; }
+defaults_of() { python3 -c 'import json,sys; r=json.loads(sys.argv[1])[sys.argv[2]]; q,l=r["requests"],r["limits"]; print(q["cpu"]+"/"+q["memory"]+" "+l["cpu"]+"/"+l["memory"])' "$JOB_DEFAULTS" "$1"; }
 read -r worker_requests worker_limits <<<"$(defaults_of worker)"
 read -r master_requests master_limits <<<"$(defaults_of master)"
 defaults_admitted() {
