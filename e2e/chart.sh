@@ -132,6 +132,23 @@ refused "a non-boolean networkPolicy.enabled" "'/networkPolicy/enabled'" --set n
 refused "an unknown top-level value" "additional properties 'replicas'" --set replicas=1
 refused "an unknown nested value" "additional properties 'port'" --set networkPolicy.port=1
 refused "a malformed memory limit" "'/resources/limits/memory'" --set resources.limits.memory=lots
+refused "a malformed default memory limit of job workers" "'/jobDefaults/resources/worker/limits/memory'" \
+  --set jobDefaults.resources.worker.limits.memory=lots
+refused "an unknown role in the job defaults" "additional properties 'workers'" \
+  --set jobDefaults.resources.workers.limits.cpu=1
+# The job defaults reach the operator as one JSON value, a user's change included.
+job_defaults_rendered() {
+  local value
+  value="$(render --set jobDefaults.resources.worker.limits.memory=16Gi --set jobDefaults.resources.master.requests.cpu=1 \
+    --show-only templates/deployment.yaml | grep -A1 -- '- name: LINEA_JOB_DEFAULT_RESOURCES$' | sed -n 's/^ *value: //p')" || return 1
+  # A double-quoted YAML scalar (helm's quote) decodes as a JSON string.
+  python3 -c 'import json, sys
+d = json.loads(json.loads(sys.argv[1]))
+assert d["worker"]["limits"]["memory"] == "16Gi" and d["worker"]["limits"]["cpu"] == "4", d
+assert d["master"]["requests"]["cpu"] in (1, "1") and d["master"]["limits"]["memory"] == "4Gi", d' "$value" &&
+    echo "note: $value"
+}
+check "jobDefaults.resources rendered into the operator's LINEA_JOB_DEFAULT_RESOURCES (with --set changes)" job_defaults_rendered
 refused "the job-pod label on the operator pod" "'/podLabels'" \
   --set 'podLabels.app\.kubernetes\.io/managed-by=linea-operator'
 refused "serviceAccount.create=false without a name" "'/serviceAccount/name'" --set serviceAccount.create=false
@@ -280,6 +297,7 @@ env POD_NAMESPACE=metadata.namespace
 env POD_NAME=metadata.name
 env RUST_LOG=info,kube=warn
 env LINEA_OPERATOR_KEY=secret:linea-operator-key/operator-key
+env LINEA_JOB_DEFAULT_RESOURCES={"master":{"limits":{"cpu":"2","memory":"4Gi"},"requests":{"cpu":"250m","memory":"512Mi"}},"worker":{"limits":{"cpu":"4","memory":"8Gi"},"requests":{"cpu":"500m","memory":"1Gi"}}}
 port metrics=8080/TCP
 liveness=/healthz@metrics readiness=/readyz@metrics
 allowPrivilegeEscalation=false readOnlyRootFilesystem=true privileged=false drop=[ALL]

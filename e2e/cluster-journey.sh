@@ -138,7 +138,7 @@ runtime_spec() {
   local id
   id="$(k -n "$1" get pod "$2" -o jsonpath='{.status.containerStatuses[0].containerID}')"
   ctr --address "$CONTAINERD_ADDRESS" -n k8s.io containers info "${id#containerd://}" |
-    python3 -c 'import json,sys; s=json.load(sys.stdin)["Spec"]; print("uid", s["process"]["user"]["uid"]); print("gid", s["process"]["user"]["gid"]); print("readonly", s["root"].get("readonly", False)); print("args", " ".join(s["process"]["args"])); [print("mount", m["destination"]) for m in s["mounts"]]'
+    python3 -c 'import json,sys; s=json.load(sys.stdin)["Spec"]; print("uid", s["process"]["user"]["uid"]); print("gid", s["process"]["user"]["gid"]); print("readonly", s["root"].get("readonly", False)); print("args", " ".join(s["process"]["args"])); [print("mount", m["destination"]) for m in s["mounts"]]; r=s.get("linux", {}).get("resources", {}); print("cpu", r.get("cpu", {}).get("quota"), r.get("cpu", {}).get("period")); print("memory", r.get("memory", {}).get("limit"))'
 }
 runtime_spec linea-system "$op_pod" >"$WORK/operator.spec"
 check "the operator container runs as 65532 with a read-only root filesystem (containerd's spec)" bash -c \
@@ -203,6 +203,17 @@ for role in prepare master worker; do
   check "the $role container ran as 65532, read-only root, no service-account token (containerd's spec)" bash -c \
     "grep -qx 'uid 65532' '$WORK/$role.spec' && grep -qx 'readonly True' '$WORK/$role.spec' &&
      ! grep -q 'kubernetes.io/serviceaccount' '$WORK/$role.spec'"
+done
+# Default resources (the chart's jobDefaults.resources): the example names requests and a
+# memory limit but no CPU limit; its pods ran with the chart's default CPU limit beside their
+# own values, and the runtime enforced both (the CPU quota and memory limit runc was given).
+defaults="$(k -n linea-system get deployment linea-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LINEA_JOB_DEFAULT_RESOURCES")].value}')"
+for role in prepare master worker; do
+  default_cpu="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]]["limits"]["cpu"])' "$defaults" "$([ $role = worker ] && echo worker || echo master)")"
+  pod="$JOB-$role"; [ "$role" = worker ] && pod="$JOB-worker-0"
+  check "the $role pod has the chart's default CPU limit ($default_cpu) and the job's own memory limit, enforced by runc" bash -c \
+    "[ \"\$('$KUBECTL' -n '$NS' get pod '$pod' -o jsonpath='{.spec.containers[0].resources.limits.cpu}/{.spec.containers[0].resources.limits.memory}/{.spec.containers[0].resources.requests.cpu}')\" = '$default_cpu/512Mi/100m' ] &&
+     grep -qx \"cpu \$(($default_cpu * 100000)) 100000\" '$WORK/$role.spec' && grep -qx 'memory 536870912' '$WORK/$role.spec'"
 done
 # Mutual TLS in real pods: both ran with the job's Secret mounted and --tls-dir there (no
 # way to ask for --insecure); the job's progress above came from the operator's TLS calls to
@@ -454,10 +465,25 @@ check "SIGKILL of worker-0's container process (host pid $pid): a new worker run
   "[ -n '$pid' ] && kill -KILL '$pid'"
 check "... replaced" until_ok 180 replaced_and_running "$FJ-worker-0" "$old"
 
+# SIGTERM of the master (what a pod deletion, a drain or a node shutdown sends): it stops
+# cleanly with its last iteration checkpointed and exits 143; the operator starts a new one
+# at once without counting a failure, and the waiting workers train on with it.
+restarts0="$(jp "tj/$FJ" '{.status.restarts}')"
+old="$(uid_of "$FJ-master")" pid="$(container_pid "$FJ-master")" e1="$(epoch)"
+check "SIGTERM of the master's container process (host pid $pid, epoch $e1)" bash -c "[ -n '$pid' ] && kill -TERM '$pid'"
+master_back() { until_ok 240 replaced_and_running "$FJ-master" "$old" && until_ok 240 past_epoch "$e1"; }
+check "... a new master runs and training goes on past epoch $e1" master_back
+stopped_event() {
+  k -n "$NS" get events --field-selector "involvedObject.name=$FJ,reason=MasterRestarting" -o jsonpath='{.items[*].message}' |
+    grep -o 'master stopped on SIGTERM ([^;]*exit code 143[^;]*; [^;]*checkpoint[^;]*' | head -n 1 | sed 's/^/note: /' | grep .
+}
+check "... the operator's event: the master stopped on SIGTERM (exit code 143) with its checkpoint" until_ok 60 stopped_event
+check "... not counted as a restart (restarts $restarts0)" \
+  test "$(jp "tj/$FJ" '{.status.restarts}')" = "${restarts0:-0}"
+
 restarts0="$(jp "tj/$FJ" '{.status.restarts}')"
 old="$(uid_of "$FJ-master")" pid="$(container_pid "$FJ-master")" e1="$(epoch)"
 check "SIGKILL of the master's container process (host pid $pid, epoch $e1)" bash -c "[ -n '$pid' ] && kill -KILL '$pid'"
-master_back() { until_ok 240 replaced_and_running "$FJ-master" "$old" && until_ok 240 past_epoch "$e1"; }
 check "... a new master runs and training goes on past epoch $e1" master_back
 check "... counted as a restart ($restarts0 -> $(jp "tj/$FJ" '{.status.restarts}'))" bash -c \
   "[ \"\$('$KUBECTL' -n '$NS' get tj '$FJ' -o jsonpath='{.status.restarts}')\" -gt '${restarts0:-0}' ]"
@@ -475,7 +501,7 @@ done_ok() { [ "$(jp "tj/$FJ" '{.status.phase}')" = Succeeded ]; }
 check "after the faults the job Succeeded" until_ok 900 done_ok
 check "... with the same model bytes as linea train --workers $workers here" \
   cmp "$WORK/s3/models/$FJ.model" "$WORK/reference.model"
-# The operator's rules: a failed master counts against backoffLimit; replaced workers and a
-# drain do not.
-check "... restarts exactly 1 (the master kill; worker faults and the drain not counted)" \
+# The operator's rules: a failed master counts against backoffLimit; a master stopped by
+# SIGTERM, replaced workers and a drain do not.
+check "... restarts exactly 1 (the master's SIGKILL; its SIGTERM, worker faults and the drain not counted)" \
   test "$(jp "tj/$FJ" '{.status.restarts}')" = 1

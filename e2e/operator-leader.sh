@@ -13,10 +13,12 @@ lease_holder() { k -n "$LEASE_NS" get lease "$LEASE_NAME" -o jsonpath='{.spec.ho
 holder_is() { [[ "$(lease_holder)" == "$1"_* ]]; }
 
 # start_operator <name> <log> <metrics port>: one replica as the chart runs it (its pod name
-# and namespace in POD_NAME / POD_NAMESPACE), with the chart's ServiceAccount; its pid in
+# and namespace in POD_NAME / POD_NAMESPACE, the chart's job defaults in JOB_DEFAULTS), with
+# the chart's ServiceAccount; its pid in
 # STARTED_PID (a child of this shell, so `wait` and `kill -0` see it exit).
 start_operator() {
   KUBECONFIG="$STATE/operator.kubeconfig" LINEA_OPERATOR_KEY="e2e-operator-key-0123456789" RUST_LOG=info,kube=warn \
+    LINEA_JOB_DEFAULT_RESOURCES="$JOB_DEFAULTS" \
     POD_NAME="$1" POD_NAMESPACE="$LEASE_NS" \
     "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e \
     --metrics-address "127.0.0.1:$3" >>"$2" 2>&1 &

@@ -110,6 +110,21 @@ KUBECONFIG="$STATE/operator.kubeconfig" k config set-context --current --user=li
 check "the operator's kubeconfig is the chart's ServiceAccount" bash -c \
   "KUBECONFIG='$STATE/operator.kubeconfig' '$KUBECTL' auth whoami -o jsonpath='{.status.userInfo.username}' | grep -qx system:serviceaccount:linea-system:linea-operator"
 
+# The job pods' default resources, as the chart's Deployment passes them (jobDefaults.resources).
+JOB_DEFAULTS="$(k -n linea-system get deployment linea-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LINEA_JOB_DEFAULT_RESOURCES")].value}')"
+check "the chart passes the job pods' default resources to the operator ($JOB_DEFAULTS)" \
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert all(d[r][k][q] for r in ("master","worker") for k in ("requests","limits") for q in ("cpu","memory"))' "$JOB_DEFAULTS"
+# A malformed default is the operator's start-up error, naming the value, before it does anything.
+bad_default_refused() {
+  local out
+  if out="$(LINEA_OPERATOR_KEY=e2e-operator-key-0123456789 LINEA_JOB_DEFAULT_RESOURCES='{"worker":{"limits":{"memory":"2GB"}}}' \
+    KUBECONFIG=/nonexistent timeout 20 "$CARGO_TARGET_DIR/release/linea-operator" --default-image linea:e2e 2>&1)"; then
+    echo "started: $out"; return 1
+  fi
+  grep -qF 'worker.limits.memory: "2GB" is not a Kubernetes quantity' <<<"$out" && echo "note: $out" || { echo "$out"; false; }
+}
+check "a malformed default quantity stops the operator at start-up with the value named" bad_default_refused
+
 metrics_port="$(free_port)"
 start_operator operator-a "$STATE/operator.log" "$metrics_port"
 OPERATOR_PID="$STARTED_PID"
@@ -384,6 +399,8 @@ draining_reported() {
 }
 check "the job reports Draining (NodeTerminating) and an event" until_ok 30 draining_reported
 kill "$MASTER_PID" "$OTHER_WORKER_PID" 2>/dev/null || true
+# SIGTERM stops the master cleanly (exit 143) within seconds; its port is free again after.
+wait "$MASTER_PID" 2>/dev/null || true
 
 curl -sf "http://127.0.0.1:$metrics_port/metrics" >"$STATE/metrics.txt" || true
 check "/metrics reports reconciles" grep -q '^linea_operator_reconcile_duration_seconds_count [1-9]' "$STATE/metrics.txt"
@@ -481,6 +498,54 @@ quota_raised() {
     kill -0 "$OPERATOR_PID" || { echo "pods: $(tight_pods) status: $(tq tj/squeezed '{.status}')"; false; }
 }
 check "... raising the quota lets the job go on, with the same operator process" until_ok 120 quota_raised
+
+# Default requests and limits: a ResourceQuota on limits and requests of CPU and memory (real
+# admission) refuses a pod that names none, in the API server's words; every pod of a job
+# whose spec names no resources is admitted, with the chart's defaults; what a job names wins.
+k create namespace limited >/dev/null
+k -n limited create serviceaccount default >/dev/null
+k -n limited create quota compute --hard=limits.cpu=40,limits.memory=80Gi,requests.cpu=20,requests.memory=40Gi >/dev/null
+lq() { k -n limited get "$1" -o "jsonpath=$2" 2>/dev/null; }
+until_ok 60 bash -c "[ -n \"\$('$KUBECTL' -n limited get quota compute -o jsonpath='{.status.used}')\" ]"
+bare_refused() {
+  local out
+  if out="$(k -n limited run bare --image=linea:e2e --restart=Never 2>&1)"; then
+    echo "admitted: $out"; k -n limited delete pod bare >/dev/null; return 1
+  fi
+  grep -q 'forbidden: failed quota: compute: must specify limits.cpu for: bare; limits.memory for: bare' <<<"$out" &&
+    echo "note: $out" || { echo "$out"; false; }
+}
+check "a pod with no resources is refused by the namespace's ResourceQuota on limits" bare_refused
+job_yaml plain 'workers: {replicas: 2}' | sed 's/namespace: ml/namespace: limited/' | k apply -f - >/dev/null
+job_yaml sized 'workers: {replicas: 1, resources: {requests: {cpu: 100m}, limits: {memory: 1Gi}}}' |
+  sed 's/namespace: ml/namespace: limited/' | k apply -f - >/dev/null
+# resources_are <pod> <requests cpu/memory> <limits cpu/memory>
+resources_are() {
+  local got
+  got="$(lq "pod/$1" '{.spec.containers[0].resources.requests.cpu}/{.spec.containers[0].resources.requests.memory} {.spec.containers[0].resources.limits.cpu}/{.spec.containers[0].resources.limits.memory}')"
+  [ "$got" = "$2 $3" ] || { echo "$1: $got, expected $2 $3"; false; }
+}
+defaults_of() { python3 -c 'import json,sys; r=json.loads(sys.argv[1])[sys.argv[2]]; q,l=r["requests"],r["limits"]; print(q["cpu"]+"/"+q["memory"]+" "+l["cpu"]+"/"+l["memory"])' "$JOB_DEFAULTS" "$1"; }
+read -r worker_requests worker_limits <<<"$(defaults_of worker)"
+read -r master_requests master_limits <<<"$(defaults_of master)"
+defaults_admitted() {
+  resources_are plain-master "$master_requests" "$master_limits" &&
+    resources_are plain-worker-0 "$worker_requests" "$worker_limits" &&
+    resources_are plain-worker-1 "$worker_requests" "$worker_limits" &&
+    [ "$(lq tj/plain '{.status.conditions[?(@.type=="Blocked")].status}')" != True ] ||
+    { echo "status: $(lq tj/plain '{.status}')"; false; }
+}
+check "a job that names no resources: its master and workers admitted under that quota, with the defaults (master $master_requests $master_limits, workers $worker_requests $worker_limits)" \
+  until_ok 60 defaults_admitted
+sized_admitted() {
+  # The job's own CPU request and memory limit, the default CPU limit; no memory request
+  # from the defaults (the API server makes it the job's limit).
+  resources_are sized-worker-0 "100m/1Gi" "${worker_limits%/*}/1Gi" &&
+    [ "$(lq pod/sized-worker-0 '{.spec.containers[0].args}' | grep -c '"--cache-mb","512"')" = 1 ]
+}
+check "... and what a job names wins, resource by resource (worker: its own 100m and 1Gi, the default CPU limit, a 512 MiB cache)" \
+  until_ok 60 sized_admitted
+k -n limited delete tj plain sized --wait=false >/dev/null
 
 # set_terminated <pod> <phase> <exit code> <reason> [message]: a kubelet's report of a
 # container that ended now.

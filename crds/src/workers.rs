@@ -51,8 +51,10 @@ pub struct WorkerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub threads: Option<i32>,
-    /// CPU and memory requests and limits of each worker container. Memory bounds the size of
-    /// the worker's cell cache.
+    /// CPU and memory requests and limits of each worker container. What it leaves out takes
+    /// the operator's defaults (the chart's jobDefaults.resources.worker), resource by
+    /// resource: a default limit below this request is raised to it; no default request
+    /// where this names a limit. The worker's cell cache is half its memory limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
     /// Node labels a worker pod's node must have.
@@ -93,8 +95,9 @@ impl WorkerSpec {
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct MasterSpec {
-    /// CPU and memory requests and limits of the master container. Memory holds the model and
-    /// the aggregated statistics of one feature block.
+    /// CPU and memory requests and limits of the master container (and of the prepare pod).
+    /// Memory holds the model and the aggregated statistics of one feature block. What it
+    /// leaves out takes the operator's defaults (jobDefaults.resources.master), as for workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
     /// Node labels the master pod's node must have. The master is never placed on spot nodes

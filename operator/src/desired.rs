@@ -7,6 +7,7 @@
 //! and owned by it. Pods run the one linea image as non-root with a read-only root
 //! filesystem; the master checkpoints next to the model.
 
+use crate::resources::{self, JobResources};
 use hmac::{Hmac, Mac};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
@@ -48,6 +49,15 @@ const SECRET_DIR: &str = "/var/run/linea/secret";
 /// - Scale-in, `kubectl delete pod`, a voluntary drain: the worker exits as soon as the master
 ///   has released it; the period is only an upper bound.
 pub const WORKER_GRACE_SECONDS: i64 = 110;
+/// How long the master (and the prepare pod) may take to stop after SIGTERM. The master
+/// stops at once: it hands out no more phases, abandons the iteration in flight (the one
+/// before it is already in the checkpoint, written at its end) and exits 143, leaving its
+/// workers waiting for the next master. What it may have to finish is a checkpoint write in
+/// flight (one object: a step, or a base about the model's size; at most ~15 s of storage
+/// retries) and closing its server (at most 5 s), so Kubernetes' default 30 s is enough.
+/// Killed before (SIGKILL at the end of the period), it is no worse than after kill -9:
+/// checkpoint objects appear whole or not at all, and it resumes from the iteration before.
+pub const MASTER_GRACE_SECONDS: i64 = 30;
 /// The worker's own `--drain-timeout`: it leaves by itself this long after a drain began,
 /// inside [`WORKER_GRACE_SECONDS`], so the kubelet never has to kill it mid-handover.
 pub const WORKER_DRAIN_TIMEOUT_SECONDS: i64 = 100;
@@ -68,6 +78,8 @@ pub struct BuildOptions {
     pub default_image: String,
     /// Key of the job tokens ([`job_token`]).
     pub operator_key: Vec<u8>,
+    /// Requests and limits of pods whose job names none ([`crate::resources`]).
+    pub resources: JobResources,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,7 +404,7 @@ pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) ->
             priority_class_name: job.spec.priority_class_name.clone(),
             scheduler_name: job.spec.scheduler_name.clone(),
             enable_service_links: Some(false),
-            termination_grace_period_seconds: Some(30),
+            termination_grace_period_seconds: Some(MASTER_GRACE_SECONDS),
             node_selector: (!parts.node_selector.is_empty()).then_some(parts.node_selector),
             tolerations: (!parts.tolerations.is_empty()).then_some(parts.tolerations),
             affinity: parts.affinity,
@@ -533,7 +545,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         index: None,
         args,
         port: MASTER_PORT,
-        resources: spec.master.resources.clone(),
+        resources: options.resources.effective(Role::Master, spec.master.resources.as_ref()),
         node_selector: spec.master.node_selector.clone(),
         tolerations: spec.master.tolerations.clone(),
         affinity: None,
@@ -584,6 +596,10 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
     if let Some(threads) = workers.threads {
         args.extend(["--threads".into(), threads.to_string()]);
     }
+    let resources = options.resources.effective(Role::Worker, workers.resources.as_ref());
+    if let Some(cache) = cache_mib(resources.as_ref()) {
+        args.extend(["--cache-mb".into(), cache.to_string()]);
+    }
     let mut tolerations = workers.tolerations.clone();
     let mut affinity = None;
     if workers.preemptible {
@@ -629,7 +645,7 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         index: Some(index),
         args,
         port: WORKER_PORT,
-        resources: workers.resources.clone(),
+        resources,
         node_selector: workers.node_selector.clone(),
         tolerations,
         affinity,
@@ -639,6 +655,15 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         spec.termination_grace_period_seconds = Some(WORKER_GRACE_SECONDS);
     }
     pod
+}
+
+/// The worker's cell cache (`--cache-mb`): half its memory limit, so that the cache and the
+/// rest of the worker (its shards' predictions, decoded blocks, buffers) fit under it and a
+/// worker is not OOM-killed for caching; `None` without a memory limit (linea's own default,
+/// 4 GiB).
+fn cache_mib(resources: Option<&ResourceRequirements>) -> Option<u64> {
+    let limit = resources?.limits.as_ref()?.get("memory")?;
+    Some(resources::bytes(limit)? / 2 >> 20)
 }
 
 pub fn master_service(job: &TrainingJob) -> Service {
@@ -733,7 +758,18 @@ pub mod tests {
     }
 
     pub fn options() -> BuildOptions {
-        BuildOptions { default_image: "linea:0.1.0".into(), operator_key: b"operator-key".to_vec() }
+        BuildOptions {
+            default_image: "linea:0.1.0".into(),
+            operator_key: b"operator-key".to_vec(),
+            resources: JobResources::default(),
+        }
+    }
+
+    /// The chart's default values of `jobDefaults.resources`, as its template renders them.
+    pub fn chart_resources() -> JobResources {
+        let values: serde_json::Value =
+            serde_yaml::from_str(include_str!("../../charts/linea/values.yaml")).expect("the chart's values");
+        JobResources::parse(&values["jobDefaults"]["resources"].to_string()).expect("the chart's defaults are valid")
     }
 
     const SPEC: &str = "datasetUri: s3://data/ads/grid\nmodelUri: s3://models/ads.model\nalgorithm: {scd: {l2: 2.5}}\nworkers: {replicas: 3, preemptible: true, threads: 4}\nstorage: {endpoint: 'http://minio:9000', credentialsSecretName: s3-creds}\n";
@@ -1032,6 +1068,77 @@ pub mod tests {
                 assert_eq!(sc.privileged, None);
             }
         }
+    }
+
+    fn resources_of(pod: &Pod) -> ResourceRequirements {
+        pod.spec.as_ref().unwrap().containers[0].resources.clone().unwrap_or_default()
+    }
+
+    fn quantities(list: &Option<BTreeMap<String, Quantity>>) -> Vec<(String, String)> {
+        list.iter().flatten().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// With the chart's defaults, every pod of a job that names no resources (master,
+    /// workers, the prepare pod) has CPU and memory requests and limits, as a ResourceQuota
+    /// on limits.cpu / limits.memory asks; the worker's cache is half its memory limit.
+    #[test]
+    fn every_job_pod_gets_the_default_requests_and_limits_when_its_job_names_none() {
+        let options = BuildOptions { resources: chart_resources(), ..options() };
+        let raw = "rawData: {uri: 's3://raw/a.csv', format: csv}\n";
+        let job = job(&format!("{SPEC}{raw}"));
+        assert!(job.spec.workers.resources.is_none() && job.spec.master.resources.is_none());
+        let children = build(&job, &options);
+        let prepare = children.prepare.clone().expect("a prepare pod");
+        for pod in children.workers.iter().chain([&children.master, &prepare]) {
+            let r = resources_of(pod);
+            let names =
+                |l: &Option<BTreeMap<String, Quantity>>| l.iter().flatten().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+            assert_eq!(
+                (names(&r.requests), names(&r.limits)),
+                (vec!["cpu".to_string(), "memory".into()], vec!["cpu".to_string(), "memory".into()]),
+                "{}",
+                pod.name_any()
+            );
+        }
+        let worker = resources_of(&children.workers[0]);
+        assert_eq!(quantities(&worker.requests), pairs(&[("cpu", "500m"), ("memory", "1Gi")]));
+        assert_eq!(quantities(&worker.limits), pairs(&[("cpu", "4"), ("memory", "8Gi")]));
+        assert_eq!(resources_of(&children.master), resources_of(&prepare), "prepare: the master's");
+        assert_eq!(quantities(&resources_of(&children.master).limits), pairs(&[("cpu", "2"), ("memory", "4Gi")]));
+        let args = args(&children.workers[0]).join(" ");
+        assert!(args.contains("--cache-mb 4096"), "half of 8Gi: {args}");
+        // Without defaults (a bare operator binary), nothing is added: as before.
+        let bare = worker_pod(&job, 0, &self::options());
+        assert_eq!(bare.spec.as_ref().unwrap().containers[0].resources, None);
+        assert!(!args_of_worker(&bare).contains("--cache-mb"));
+    }
+
+    /// What the job names wins, resource by resource: its own memory limit and requests stay,
+    /// the CPU limit it leaves out is the default, and a request above the default limit
+    /// raises that limit.
+    #[test]
+    fn the_jobs_own_resources_win_over_the_defaults_field_by_field() {
+        let options = BuildOptions { resources: chart_resources(), ..options() };
+        let job = job(&format!(
+            "{SPEC}master: {{resources: {{requests: {{cpu: '6'}}}}}}\n"
+        )
+        .replace("workers: {replicas: 3, preemptible: true, threads: 4}", "workers: {replicas: 3, threads: 4, resources: {requests: {cpu: 100m, memory: 128Mi}, limits: {memory: 1Gi}}}"));
+        let worker = worker_pod(&job, 0, &options);
+        let r = resources_of(&worker);
+        assert_eq!(quantities(&r.requests), pairs(&[("cpu", "100m"), ("memory", "128Mi")]));
+        assert_eq!(quantities(&r.limits), pairs(&[("cpu", "4"), ("memory", "1Gi")]));
+        assert!(args_of_worker(&worker).contains("--cache-mb 512"), "half of the job's own 1Gi");
+        let r = resources_of(&master_pod(&job, &options));
+        assert_eq!(quantities(&r.requests), pairs(&[("cpu", "6"), ("memory", "512Mi")]));
+        assert_eq!(quantities(&r.limits), pairs(&[("cpu", "6"), ("memory", "4Gi")]), "never a limit below the request");
+    }
+
+    fn args_of_worker(pod: &Pod) -> String {
+        args(pod).join(" ")
     }
 
     /// The chart's NetworkPolicy opens the port the master serves its metrics on.

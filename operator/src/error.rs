@@ -14,6 +14,10 @@ pub enum OperatorError {
     MissingField(String, &'static str),
     #[error("serializing {0}: {1}")]
     Serialize(&'static str, serde_json::Error),
+    /// The operator's own configuration (flags, environment) is unusable: found at start-up,
+    /// before anything is reconciled.
+    #[error("configuration: {0}")]
+    Config(String),
 }
 
 /// What an API server's answer means, whichever call it answered. One table for every call,
@@ -63,7 +67,10 @@ impl OperatorError {
     pub fn is_permanent(&self) -> bool {
         match self {
             OperatorError::Kube(e) => classify(e) == ApiClass::Invalid,
-            OperatorError::Finalizer(_) | OperatorError::MissingField(..) | OperatorError::Serialize(..) => true,
+            OperatorError::Finalizer(_)
+            | OperatorError::MissingField(..)
+            | OperatorError::Serialize(..)
+            | OperatorError::Config(_) => true,
         }
     }
 
@@ -80,6 +87,7 @@ impl OperatorError {
             OperatorError::Finalizer(_) => "finalizer",
             OperatorError::MissingField(..) => "object",
             OperatorError::Serialize(..) => "serialize",
+            OperatorError::Config(_) => "config",
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod nodes;
 pub mod plan;
 pub mod prepare;
 pub mod reconcile;
+pub mod resources;
 
 /// The one field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "linea-operator";

@@ -8,11 +8,12 @@ use kube::runtime::controller::{Config, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use linea_crds::TrainingJob;
-use linea_operator::desired::BuildOptions;
+use linea_operator::desired::{BuildOptions, Role};
 use linea_operator::election::Timing;
 use linea_operator::lease::{self, Elector, Ended};
 use linea_operator::metrics::{self, Metrics};
 use linea_operator::reconcile::{self, Context};
+use linea_operator::resources::JobResources;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +27,11 @@ struct Args {
     /// Image of job pods whose spec names none (the chart passes the operator's own).
     #[arg(long, env = "LINEA_DEFAULT_IMAGE")]
     default_image: String,
+    /// Requests and limits of job pods whose TrainingJob names none, as JSON:
+    /// `{"master": {"requests": {"cpu": "250m"}, "limits": {...}}, "worker": {...}}` (the
+    /// chart passes jobDefaults.resources). Empty: none.
+    #[arg(long, env = linea_operator::resources::ENV, default_value = "")]
+    job_default_resources: String,
     /// Key of the per-job tokens (the chart mounts it from a Secret).
     #[arg(long, env = "LINEA_OPERATOR_KEY", hide_env_values = true)]
     operator_key: String,
@@ -105,6 +111,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.operator_key.len() < 16 {
         return Err("the operator key must be at least 16 bytes".into());
     }
+    // Checked before anything else: a malformed default stops the operator here, with the
+    // field and value named, instead of reaching the API server in every pod.
+    let resources = match JobResources::parse(&args.job_default_resources) {
+        Ok(resources) => resources,
+        Err(e) => {
+            eprintln!("linea-operator: {e}");
+            std::process::exit(2);
+        }
+    };
+    if resources.of(Role::Worker).is_empty() && resources.of(Role::Master).is_empty() {
+        tracing::warn!("no default resources: pods of jobs that name none have no requests or limits");
+    }
     let timing = Timing {
         lease_duration: Duration::from_secs(args.lease_duration),
         renew_deadline: Duration::from_secs(args.renew_deadline),
@@ -132,7 +150,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tracing::warn!("leader election is off: run exactly one replica");
     }
     metrics.leader.set(1);
-    let options = BuildOptions { default_image: args.default_image, operator_key: args.operator_key.into_bytes() };
+    let options =
+        BuildOptions { default_image: args.default_image, operator_key: args.operator_key.into_bytes(), resources };
     let context = Arc::new(Context::new(client.clone(), options, metrics.clone(), !args.no_master_polling));
     let index = context.nodes.clone();
     let (jobs, pods, services) = match &args.namespace {

@@ -10,7 +10,9 @@
 //! - The master Pod never restarts in place (restartPolicy Never). When it fails, a new master
 //!   resumes from its checkpoint after an exponential backoff (10 s, 20 s, ... 5 min) and the
 //!   job's `restarts` counts it, until `backoffLimit` is exceeded. Exit code 2 (bad data or
-//!   arguments) fails the job at once: a restart cannot help.
+//!   arguments) fails the job at once: a restart cannot help. Exit code 143 (the master
+//!   stopped on SIGTERM after checkpointing, or SIGTERM killed it) is neither a failure nor
+//!   the end: a new master resumes at once, not counted, as after a preemption.
 //! - Failed workers are replaced after the same backoff, counted in `workers.failed` with an
 //!   event saying why (OOMKilled, exit code, termination message). `workers.recentFailures`
 //!   counts the failures since training last advanced (the master reported a new epoch):
@@ -54,6 +56,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 pub const BACKOFF_RESET_AFTER: Duration = Duration::from_secs(600);
 /// Exit code of `linea` for bad input or arguments (dataset missing or corrupt, usage).
 pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code of a `linea master` that stopped on SIGTERM with its last iteration in the
+/// checkpoint (128 + SIGTERM, as for any process SIGTERM ended): restart it.
+pub const EXIT_STOPPED: i32 = 143;
 
 /// Progress as the master's status RPC reports it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -290,6 +295,14 @@ pub fn disrupted(pod: &Pod) -> bool {
     let reason = pod.status.as_ref().and_then(|s| s.reason.as_deref()).unwrap_or_default();
     pod_condition(pod, "DisruptionTarget")
         || matches!(reason, "Evicted" | "Preempting" | "Shutdown" | "NodeShutdown" | "Terminated" | "NodeLost")
+}
+
+/// Whether the pod's process ended on SIGTERM: `linea master` exits [`EXIT_STOPPED`] after
+/// stopping cleanly on it (and a process SIGTERM killed outright reports the same code), so a
+/// master stopped from outside (its container stopped, a `kill` in it, a node shutting down)
+/// is restarted, never counted as a failure of the job nor taken for its success.
+fn stopped(pod: &Pod) -> bool {
+    terminated(pod).is_some_and(|t| t.exit_code == EXIT_STOPPED)
 }
 
 fn terminating(pod: &Pod) -> bool {
@@ -535,14 +548,16 @@ impl Planner<'_> {
         match phase_of(&pod) {
             _ if terminating(&pod) => self.plan.status.phase = Some(waiting),
             "Succeeded" => self.succeeded(&pod, progress),
-            "Failed" if disrupted(&pod) => {
-                self.delete(&pod);
-                self.plan.status.phase = Some(Phase::Restarting);
-                let note =
-                    "master preempted or evicted; resuming from its checkpoint (not counted against backoffLimit)";
-                if self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note) {
-                    self.event(true, reason::MASTER_RESTARTING, note);
-                }
+            "Failed" if disrupted(&pod) => self.master_restart(
+                &pod,
+                "master preempted or evicted; resuming from its checkpoint (not counted against backoffLimit)".into(),
+            ),
+            "Failed" if stopped(&pod) => {
+                let note = format!(
+                    "master stopped on SIGTERM ({}); resuming from its checkpoint (not counted against backoffLimit)",
+                    pod_message(&pod)
+                );
+                self.master_restart(&pod, note)
             }
             "Failed" => self.master_failed(&pod),
             "Running" => {
@@ -561,6 +576,16 @@ impl Planner<'_> {
                     }
                 }
             }
+        }
+    }
+
+    /// The master went for a reason outside the job (preemption, eviction, SIGTERM): a new
+    /// one resumes from the checkpoint at once, not counted as a restart.
+    fn master_restart(&mut self, pod: &Pod, note: String) {
+        self.delete(pod);
+        self.plan.status.phase = Some(Phase::Restarting);
+        if self.set(condition_type::RUNNING, false, reason::MASTER_RESTARTING, note.clone()) {
+            self.event(true, reason::MASTER_RESTARTING, note);
         }
     }
 
@@ -1153,6 +1178,34 @@ mod tests {
         let c = second.status.condition(condition_type::FAILED).unwrap();
         assert_eq!(c.reason, reason::BACKOFF_LIMIT_EXCEEDED);
         assert!(c.message.contains("failed 2 times (backoffLimit 1)"), "{}", c.message);
+    }
+
+    /// A master that stopped on SIGTERM (exit 143: it checkpointed and left its workers
+    /// waiting) is restarted at once and never counted: not at the backoff limit, not as the
+    /// job's failure, not as its success. Any other non-zero exit still counts.
+    #[test]
+    fn a_master_stopped_by_sigterm_is_restarted_at_once_and_never_counted() {
+        let j = job(SPEC);
+        let master = desired::master_pod(&j, &options());
+        let message = "stopped: on SIGTERM, with epoch 7 (unit-state version 210) in the checkpoint";
+        let stopped = terminated_pod(master.clone(), "Failed", EXIT_STOPPED, "Error", Some(message), now());
+        let mut j = next(j.clone(), &plan(&j, &[], None, &[], now()));
+        // Already at the backoff limit (1): one more failure would fail the job.
+        j.status.as_mut().unwrap().restarts = 1;
+        for _ in 0..3 {
+            let p = plan(&j, std::slice::from_ref(&stopped), None, &[], now());
+            assert_eq!((p.status.phase, p.status.restarts), (Some(Phase::Restarting), 1), "{:?}", p.status);
+            assert_eq!(p.deleted(), ["ads-master"]);
+            let c = p.status.condition(condition_type::RUNNING).unwrap();
+            assert_eq!(c.reason, reason::MASTER_RESTARTING);
+            assert!(c.message.contains("stopped on SIGTERM") && c.message.contains("epoch 7"), "{}", c.message);
+            assert!(p.status.condition(condition_type::FAILED).is_none_or(|c| c.status != "True"));
+            j = next(j, &p);
+        }
+        // The same pod with exit code 1 is a failure: past the limit, the job fails.
+        let failed = terminated_pod(master, "Failed", 1, "Error", Some("error: s3: timed out"), now());
+        let p = plan(&j, std::slice::from_ref(&failed), None, &[], now());
+        assert_eq!(p.status.phase, Some(Phase::Failed));
     }
 
     #[test]

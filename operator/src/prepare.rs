@@ -55,7 +55,7 @@ pub fn prepare_pod(job: &TrainingJob, options: &BuildOptions) -> Option<Pod> {
         port: 0,
         // Preparing holds the data in memory as the master does: the master's resources
         // and placement.
-        resources: job.spec.master.resources.clone(),
+        resources: options.resources.effective(Role::Prepare, job.spec.master.resources.as_ref()),
         node_selector: job.spec.master.node_selector.clone(),
         tolerations: job.spec.master.tolerations.clone(),
         affinity: None,

@@ -30,7 +30,11 @@ fn api(code: u16) -> OperatorError {
 /// A context whose client is never called: the policy decides from the error alone.
 fn context() -> Arc<Context> {
     let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let options = BuildOptions { default_image: "linea:test".into(), operator_key: b"0123456789abcdef".to_vec() };
+    let options = BuildOptions {
+        default_image: "linea:test".into(),
+        operator_key: b"0123456789abcdef".to_vec(),
+        resources: Default::default(),
+    };
     Arc::new(Context::new(Client::new(service, "ml"), options, Arc::new(Metrics::default()), false))
 }
 

@@ -43,7 +43,11 @@ async fn try_reconcile_with(
     let (client, handle) = mock_client("ml");
     let expected = calls.len();
     let server = tokio::spawn(serve(handle, calls));
-    let options = BuildOptions { default_image: "linea:test".into(), operator_key: b"0123456789abcdef".to_vec() };
+    let options = BuildOptions {
+        default_image: "linea:test".into(),
+        operator_key: b"0123456789abcdef".to_vec(),
+        resources: Default::default(),
+    };
     let ctx = Arc::new(Context::new(client, options, Arc::new(Metrics::default()), true));
     // An unexpected extra call would wait for an answer that never comes.
     let reconciled =

@@ -611,8 +611,9 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
+            let train = args.options(0, 0)?;
             let options = master::MasterOptions {
-                train: args.options(0, 0)?,
+                train,
                 listen,
                 checkpoint,
                 secret,
@@ -620,6 +621,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 allreduce,
                 speculation: speculation.speculation(),
                 wait_for_workers,
+                stop_on_signals: true,
             };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));

@@ -29,7 +29,17 @@ pub enum LineaError {
     Remote { peer: String, message: String },
     #[error("training failed: {0}")]
     Training(#[from] EngineError),
+    /// The master stopped on SIGTERM or SIGINT with its last completed iteration in the
+    /// checkpoint (the text says which): not a failure, and not the end of the job.
+    #[error("{0}")]
+    Stopped(String),
 }
+
+/// Exit code of a master that stopped on a signal after checkpointing ([`LineaError::Stopped`]):
+/// 128 + SIGTERM, what a shell and the kubelet report for a process SIGTERM ended, so a
+/// master killed by SIGTERM before its handler ran (or an older one without it) reads the
+/// same. The operator restarts such a master at once, without counting a failure.
+pub const EXIT_STOPPED: i32 = 143;
 
 impl LineaError {
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> LineaError {
@@ -46,7 +56,8 @@ impl LineaError {
     }
 
     /// Process exit code: 2 for bad input, usage or storage that refuses the request (a
-    /// restart cannot help), 1 for everything else.
+    /// restart cannot help), [`EXIT_STOPPED`] for a master stopped on a signal (restart it),
+    /// 1 for everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             LineaError::Input { .. }
@@ -59,6 +70,7 @@ impl LineaError {
             | LineaError::Storage { .. }
             | LineaError::Remote { .. }
             | LineaError::Training(_) => 1,
+            LineaError::Stopped(_) => EXIT_STOPPED,
         }
     }
 }

@@ -18,8 +18,10 @@ fn main() {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            write_termination_message(&format!("error: {e}"));
+            // A master stopped on a signal did not fail: its message says what it kept.
+            let label = if matches!(e, linea_worker::error::LineaError::Stopped(_)) { "stopped" } else { "error" };
+            eprintln!("{label}: {e}");
+            write_termination_message(&format!("{label}: {e}"));
             std::process::exit(e.exit_code());
         }
     }

@@ -98,6 +98,42 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     assert!(fetched > 0 && served > 0, "cells from peers: {fetched} fetched, {served} served");
 }
 
+/// SIGTERM of the master (its pod deleted, its node drained or shut down): it hands out no
+/// more phases, keeps its last completed iteration in the checkpoint, exits 143 ("restart
+/// me", neither success nor failure) and leaves its workers waiting for a master. The next
+/// master resumes exactly where it stopped, not from an older checkpoint, the waiting workers
+/// come back to it, and the model is the undisturbed run's, byte for byte.
+#[test]
+fn a_sigtermed_master_stops_cleanly_and_the_next_resumes_where_it_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let params = ["--epochs", "300", "--tolerance", "0"];
+    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(2);
+    let before = job.wait_for("2 workers past epoch 20", |s| s.workers_active == 2 && s.epoch >= 20);
+
+    let (exit, log) = job.sigterm_master();
+    assert_eq!(exit.code(), Some(143), "a SIGTERMed master exits 143 (restart me), not {exit}: {log}");
+    let (epoch, version) = stopped_at(&log);
+    // The status is updated after each checkpoint write: what the master reported before
+    // SIGTERM is in the checkpoint, or a later iteration is.
+    assert!(epoch >= before.epoch && epoch < 300, "stopped at epoch {epoch}, reported {} before: {log}", before.epoch);
+    assert!(version > 0, "{log}");
+    for worker in &mut job.workers {
+        assert!(worker.try_wait().unwrap().is_none(), "a worker left when the master stopped: {log}");
+    }
+
+    job.start_master();
+    job.wait_for("both workers back with the new master", |s| s.workers_active == 2);
+    let log = job.finish();
+    assert_eq!(resumed_at(&log), (epoch, version), "the new master resumed where the stopped one was: {log}");
+    assert!(std::fs::read(&model).unwrap() == reference, "the model differs from the undisturbed run's");
+}
+
 /// A master training a9a (its output discarded), once it listens: the process, its
 /// cluster, the address it listens on and its model's path.
 fn listening_a9a_master(dir: &Path) -> (Child, Cluster, String, String) {

@@ -33,6 +33,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         speculation: Default::default(),
         // Its own workers are all coming: an elastic run waits for them (see MasterOptions).
         wait_for_workers: if options.elastic.is_some() { options.workers } else { 0 },
+        // SIGINT of `linea train` ends it and its workers, as any command.
+        stop_on_signals: false,
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {

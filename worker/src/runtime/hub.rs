@@ -60,6 +60,8 @@ pub struct Hub {
     pub max_epochs: u32,
     pub model: String,
     pub allreduce: super::master::AllReduceMode,
+    /// The signal that stopped the run ([`Hub::stop`]), if one did.
+    pub stopped_by: Mutex<Option<&'static str>>,
 }
 
 /// A unit's base for a worker that rebuilds it: the version and the encoded base.
@@ -99,6 +101,20 @@ impl Hub {
 
     pub fn set_status(&self, update: impl FnOnce(&mut RunStatus)) {
         update(&mut self.status.lock().expect("status lock"));
+    }
+
+    /// Stops the run on `signal`: no phase is handed out any more (the one in flight fails,
+    /// and so does every later one) and no worker is taken in. Workers are not released:
+    /// they keep trying to reach a master, and a restarted one takes them back.
+    pub fn stop(&self, signal: &'static str) {
+        self.stopped_by.lock().expect("stop lock").get_or_insert(signal);
+        self.set_status(|s| s.phase = "stopping");
+        self.dispatch(|s| s.abort(format!("the master is stopping ({signal})")));
+    }
+
+    /// The signal that stopped the run, if one did.
+    pub fn stopped_by(&self) -> Option<&'static str> {
+        *self.stopped_by.lock().expect("stop lock")
     }
 }
 
@@ -154,6 +170,12 @@ impl proto::master_server::Master for Service {
             // The job is read under the hub lock, so a reconfiguration either reaches this
             // worker through its outbox or is already in the description it gets here.
             let mut guard = hub.state.lock().expect("hub lock");
+            // Under the hub lock, which the stopping master takes to drop every session: a
+            // worker is either refused here (it retries, and finds the restarted master) or
+            // its session is dropped with the others.
+            if hub.stopped_by().is_some() {
+                return Err(Status::unavailable("the master is stopping"));
+            }
             let job = hub.job.lock().expect("job lock").clone();
             outbox
                 .send(Ok(proto::MasterMessage { body: Some(master_message::Body::Job(job)) }))

@@ -45,6 +45,9 @@ pub struct MasterOptions {
     /// the algorithm wants; 0: at once), so an elastic run's scale-ins release the workers
     /// it started with rather than finding some still to come.
     pub wait_for_workers: usize,
+    /// Stop cleanly on SIGTERM or SIGINT ([`Server::stop_on_signals`]): `linea master`. The
+    /// embedded mode leaves the signals alone.
+    pub stop_on_signals: bool,
 }
 
 /// How the master runs a phase the algorithm asks to allreduce (L-BFGS's and the hybrid's
@@ -117,10 +120,13 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
             mutates: request.mutates,
         };
         self.hub.dispatch(|s| s.start_phase(description, Collect::from(reduction), reply));
-        let output = result
-            .recv()
-            .expect("the scheduler answers every phase")
-            .map_err(|message| LineaError::Remote { peer: "a worker".into(), message })?;
+        let output = result.recv().expect("the scheduler answers every phase").map_err(|message| {
+            match self.hub.stopped_by() {
+                // Stopped on a signal: the phase was abandoned, nothing failed.
+                Some(signal) => LineaError::Stopped(format!("{signal}: {message}")),
+                None => LineaError::Remote { peer: "a worker".into(), message },
+            }
+        })?;
         if request.mutates {
             let mut guard = self.bases.current.write().expect("mirror lock");
             self.kernel.commit(&mut guard.2, &request.phase, &output);
@@ -209,6 +215,7 @@ impl<K: Kernel> Server<K> {
             max_epochs: job.max_epochs,
             model: job.model,
             allreduce: job.allreduce,
+            stopped_by: Mutex::new(None),
         });
         let runtime = IoRuntime::new(2, "linea-master-io").map_err(LineaError::io("tokio runtime"))?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
@@ -250,10 +257,46 @@ impl<K: Kernel> Server<K> {
     /// that does not is not waited for long.
     pub fn shutdown(self) {
         self.hub.dispatch(Scheduler::release_all);
+        self.close();
+    }
+
+    /// Stops serving without releasing anyone (after [`Hub::stop`], which refuses new
+    /// sessions): every worker's session ends, and the workers keep trying to reach a master
+    /// (`--reconnect-for`), which is how they find the restarted one.
+    pub fn leave_workers_waiting(self) {
+        self.hub.state.lock().expect("hub lock").1.clear();
+        self.close();
+    }
+
+    fn close(self) {
         let _ = self.stop.send(());
         let task = self.task;
         let _ = self.runtime.block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
         self.runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+
+    /// From now on SIGTERM and SIGINT stop the run ([`Hub::stop`]) instead of killing the
+    /// process: the iteration in flight is abandoned, the one before it is already in the
+    /// checkpoint (a checkpoint write in flight finishes first: the algorithm thread writes
+    /// it between phases), and the master exits with [`crate::error::EXIT_STOPPED`]. The
+    /// handlers are in place when this returns.
+    pub fn stop_on_signals(&self) -> Result<()> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (mut term, mut int) = self.runtime.block_on(async {
+            let term = signal(SignalKind::terminate()).map_err(LineaError::io("SIGTERM handler"))?;
+            let int = signal(SignalKind::interrupt()).map_err(LineaError::io("SIGINT handler"))?;
+            Ok::<_, LineaError>((term, int))
+        })?;
+        let hub = self.hub.clone();
+        self.runtime.spawn(async move {
+            let signal = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            tracing::info!(signal, "stopping: no more phases; the checkpoint keeps the last completed iteration");
+            hub.stop(signal);
+        });
+        Ok(())
     }
 
     /// Scheduler counters (benchmarks read them).
@@ -339,6 +382,8 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             progress
                 .always(&format!("checkpoint object ignored as damaged (resuming from the state before it): {why}"));
         }
+        // What the checkpoint holds (epoch, unit-state version): what a stop reports.
+        let mut kept = None;
         let resuming = match loaded {
             Some(resumed) => {
                 let at = algorithm.progress();
@@ -346,6 +391,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     "resuming from checkpoint: epoch {}, unit-state version {}",
                     at.epoch, resumed.version
                 ));
+                kept = Some((at.epoch, resumed.version));
                 (version, trace, released) = (resumed.version, resumed.trace, resumed.released);
                 true
             }
@@ -353,6 +399,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 if let Some(c) = &mut checkpoints {
                     c.save_base(&algorithm, 0, &trace, &released)?;
                     checkpointed = Some(Instant::now());
+                    kept = Some((algorithm.progress().epoch, 0));
                 }
                 false
             }
@@ -391,6 +438,9 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             s.checkpointed = checkpointed;
             s.record_decisions(&replayed);
         });
+        if options.stop_on_signals {
+            server.stop_on_signals()?;
+        }
         if let Some(listen) = &train.metrics_listen {
             let address = server.serve_metrics(listen)?;
             progress.always(&format!("master metrics on http://{address}/metrics"));
@@ -416,6 +466,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 if let Some(c) = &mut checkpoints {
                     c.save(algorithm, iteration, version, trace, &record)?;
                     saved = Some(Instant::now());
+                    kept = Some((report.epoch, version));
                 }
                 hub.send(release);
                 hub.set_status(|s| {
@@ -433,6 +484,19 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 Ok(())
             })
             .and_then(|seconds| driver::finish(train, layout, &algorithm, trace, seconds));
+        if let (Err(LineaError::Stopped(_)), Some(signal)) = (&outcome, hub.stopped_by()) {
+            // Stopped between iterations: what the last one left is in the checkpoint (it
+            // was written before the next phase was asked for), so this is all there is to
+            // keep. The workers stay, waiting for the master that resumes from it.
+            let message = match kept {
+                Some((epoch, version)) => format!(
+                    "on {signal}, with epoch {epoch} (unit-state version {version}) in the checkpoint: a restarted master resumes there"
+                ),
+                None => format!("on {signal}, with no --checkpoint: a restarted master starts over"),
+            };
+            server.leave_workers_waiting();
+            return Err(LineaError::Stopped(message));
+        }
         hub.set_status(|s| match &outcome {
             Ok(_) => s.phase = "succeeded",
             Err(e) => {

@@ -29,7 +29,7 @@ pub fn render(status: &StatusReply, checkpoint_age: Option<f64>) -> String {
             let _ = writeln!(text, "linea_master_{name}{labels} {}", number(*value));
         }
     };
-    let phases = ["starting", "training", "succeeded", "failed"];
+    let phases = ["starting", "training", "stopping", "succeeded", "failed"];
     let phase: Vec<(String, f64)> =
         phases.iter().map(|p| (format!("{{phase=\"{p}\"}}"), if status.phase == *p { 1.0 } else { 0.0 })).collect();
     let phase: Vec<(&str, f64)> = phase.iter().map(|(l, v)| (l.as_str(), *v)).collect();

@@ -60,6 +60,15 @@ impl Job {
         master.wait().unwrap();
     }
 
+    /// SIGTERM to the master (a pod deletion, a drain, an eviction): it must stop within the
+    /// master pod's grace period (30 s). Returns how it exited and its log.
+    pub fn sigterm_master(&mut self) -> (ExitStatus, String) {
+        let mut master = self.master.take().expect("a master is running");
+        sigterm(&master);
+        let status = wait_exit(&mut master, Duration::from_secs(30), "the SIGTERMed master");
+        (status, self.master_log())
+    }
+
     pub fn restart_master(&mut self) {
         self.kill_master();
         self.start_master();

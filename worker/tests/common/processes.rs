@@ -203,6 +203,23 @@ pub fn resumed_version(log: &str) -> u64 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// The epoch and unit-state version a restarted master's log says it resumed at.
+pub fn resumed_at(log: &str) -> (u32, u64) {
+    let line = log.lines().find(|l| l.starts_with("resuming from checkpoint: ")).expect(log);
+    let epoch = line.split("epoch ").nth(1).and_then(|r| r.split(',').next()).expect(line);
+    (epoch.parse().expect(line), resumed_version(log))
+}
+
+/// The epoch and unit-state version a master stopped on SIGTERM says its checkpoint holds
+/// (its last line: `stopped: on SIGTERM, with epoch E (unit-state version V) in the checkpoint...`).
+pub fn stopped_at(log: &str) -> (u32, u64) {
+    let line = log.lines().find(|l| l.starts_with("stopped: on SIGTERM, with epoch ")).expect(log);
+    let rest = line.trim_start_matches("stopped: on SIGTERM, with epoch ");
+    let (epoch, rest) = rest.split_once(" (unit-state version ").expect(line);
+    let version = rest.split(')').next().expect(line);
+    (epoch.parse().expect(line), version.parse().expect(line))
+}
+
 pub fn sigterm(child: &Child) {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
 }
