@@ -5,6 +5,7 @@
 mod common;
 
 use common::processes::*;
+use linea_worker::runtime::proto::StatusReply;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,19 +70,23 @@ fn the_masters_metrics_agree_with_linea_status() {
     // A stopped worker freezes the run (the master waits for its items) but stays
     // connected, so the master's numbers hold still while they are compared.
     signal(worker.id(), "STOP");
-    let mut last = cluster.status().unwrap();
+    // A result the worker sent just before it stopped may still be on its way, so "still" is
+    // proven around the reads: the counters only grow, so the same iteration and items before
+    // and after mean nothing moved in between.
+    let moved = |a: &StatusReply, b: &StatusReply| (a.iteration, a.items_completed) != (b.iteration, b.items_completed);
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = cluster.status().unwrap();
-        if (now.iteration, now.items_completed) == (last.iteration, last.items_completed) {
-            break;
+    let (text, status, later) = loop {
+        let before = cluster.status().unwrap();
+        let (_, text) = http_get(&metrics, "/metrics");
+        let status = linea_status(&listen);
+        let (_, later) = http_get(&metrics, "/metrics");
+        let after = cluster.status().unwrap();
+        if !moved(&before, &after) {
+            assert_eq!(field(&status, "iteration"), Some(after.iteration as f64), "{status}");
+            break (text, status, later);
         }
-        assert!(Instant::now() < deadline, "the run did not stop moving: {now:?}");
-        last = now;
-    }
-    let (_, text) = http_get(&metrics, "/metrics");
-    let status = linea_status(&listen);
-    assert_eq!(field(&status, "iteration"), Some(last.iteration as f64), "the run moved: {status}");
+        assert!(Instant::now() < deadline, "the run did not stop moving: {after:?}");
+    };
 
     assert_eq!(sample(&text, "linea_master_phase{phase=\"training\"}"), Some(1.0), "{text}");
     for (series, name) in [
@@ -107,7 +112,6 @@ fn the_masters_metrics_agree_with_linea_status() {
     // an age, not a time stamp: it grows while nothing is written.
     let age = sample(&text, "linea_master_checkpoint_age_seconds").expect("a checkpoint age");
     assert!(age >= 0.0 && age < started.elapsed().as_secs_f64(), "{age}");
-    let (_, later) = http_get(&metrics, "/metrics");
     let older = sample(&later, "linea_master_checkpoint_age_seconds").unwrap();
     assert!(older > age, "{older} after {age}");
 
