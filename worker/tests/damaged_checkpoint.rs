@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::job::Job;
+use common::job::A9aRun;
 use common::processes::*;
 use std::path::Path;
 
@@ -39,15 +39,9 @@ fn objects(checkpoint: &Path) -> (Vec<std::path::PathBuf>, Option<u64>) {
 #[test]
 fn a_cut_short_last_step_and_newest_base_are_passed_over_with_the_same_model() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
-    let params = ["--epochs", "300", "--tolerance", "0"];
-    let reference = path(dir.path(), "reference");
-    ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
-
-    let listen = format!("127.0.0.1:{}", free_port());
-    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let ck = Path::new(&checkpoint);
-    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    let mut run = A9aRun::start(dir.path(), Cluster::new);
+    let ck = &std::path::PathBuf::from(&run.checkpoint);
+    let job = &mut run.job;
     job.add_workers(2);
 
     // The last step cut short. A base may land between the check and the kill, leaving no
@@ -85,8 +79,5 @@ fn a_cut_short_last_step_and_newest_base_are_passed_over_with_the_same_model() {
     let name = bases[0].file_name().unwrap().to_str().unwrap();
     assert!(log.contains("ignored as damaged") && log.contains(name), "{log}");
     resumed_version(&log); // the older base was loaded ("resuming from checkpoint: ...")
-    assert!(
-        std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(),
-        "the model differs from the undisturbed one"
-    );
+    assert!(run.same_model(), "the model differs from the undisturbed one");
 }

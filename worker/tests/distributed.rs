@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::job::Job;
+use common::job::{A9aRun, Job};
 use common::processes::*;
 use linea_worker::runtime::auth::{JobSecret, SECRET_ENV};
 use linea_worker::runtime::client;
@@ -44,17 +44,10 @@ fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
 #[test]
 fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
-    // A fixed number of epochs (tolerance 0) keeps the run long enough to disturb.
-    let params = ["--epochs", "300", "--tolerance", "0"];
-    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
-
-    let listen = format!("127.0.0.1:{}", free_port());
-    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
     let logs = dir.path().join("worker-logs");
     std::fs::create_dir(&logs).unwrap();
-    let cluster = Cluster::new(&listen).with_logs(logs);
-    let mut job = Job::start(dir.path(), cluster, &grid, &model, &checkpoint, &params);
+    let mut run = A9aRun::start(dir.path(), |listen| Cluster::new(listen).with_logs(logs));
+    let job = &mut run.job;
     job.add_workers(4);
     let s = job.wait_for("4 workers at work", |s| s.workers_active == 4 && s.iteration >= 300);
 
@@ -92,9 +85,9 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
     job.restart_master();
     let log = job.finish();
     assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run, not from the start: {log}");
-    assert!(std::fs::read(&model).unwrap() == reference, "the disturbed run's model differs from the undisturbed one");
     // Workers that took over shards read their cells from the previous owner's cache.
     let (fetched, served) = job.cluster.cells_through_peers();
+    assert!(run.same_model(), "the disturbed run's model differs from the undisturbed one");
     assert!(fetched > 0 && served > 0, "cells from peers: {fetched} fetched, {served} served");
 }
 
@@ -106,13 +99,8 @@ fn preemptions_failures_new_workers_and_a_master_restart_leave_the_model_unchang
 #[test]
 fn a_sigtermed_master_stops_cleanly_and_the_next_resumes_where_it_stopped() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
-    let params = ["--epochs", "300", "--tolerance", "0"];
-    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
-
-    let listen = format!("127.0.0.1:{}", free_port());
-    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
-    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    let mut run = A9aRun::start(dir.path(), Cluster::new);
+    let job = &mut run.job;
     job.add_workers(2);
     let before = job.wait_for("2 workers past epoch 20", |s| s.workers_active == 2 && s.epoch >= 20);
 
@@ -131,7 +119,7 @@ fn a_sigtermed_master_stops_cleanly_and_the_next_resumes_where_it_stopped() {
     job.wait_for("both workers back with the new master", |s| s.workers_active == 2);
     let log = job.finish();
     assert_eq!(resumed_at(&log), (epoch, version), "the new master resumed where the stopped one was: {log}");
-    assert!(std::fs::read(&model).unwrap() == reference, "the model differs from the undisturbed run's");
+    assert!(run.same_model(), "the model differs from the undisturbed run's");
 }
 
 /// A master training a9a (its output discarded), once it listens: the process, its

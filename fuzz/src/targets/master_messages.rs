@@ -20,6 +20,8 @@ struct Run {
     /// Items sent: (worker, item id).
     sent: Vec<(WorkerKey, u64)>,
     phase: Option<(Collect, Receiver<PhaseResult>)>,
+    /// Scale-in decisions so far: each new desired count is the next one, as in the master.
+    decisions: u32,
 }
 
 impl Run {
@@ -53,7 +55,8 @@ impl Run {
 }
 
 pub fn run(data: &[u8]) {
-    let mut run = Run { scheduler: Scheduler::new(UNITS), workers: Vec::new(), sent: Vec::new(), phase: None };
+    let mut run =
+        Run { scheduler: Scheduler::new(UNITS), workers: Vec::new(), sent: Vec::new(), phase: None, decisions: 0 };
     let mut rest = data;
     while let [selector, len, tail @ ..] = rest {
         let (body, next) = tail.split_at((*len as usize).min(tail.len()));
@@ -116,7 +119,8 @@ pub fn run(data: &[u8]) {
             }
             5 => {
                 let desired = (*len != 0).then_some(*len as usize % 8);
-                let outbox = run.scheduler.set_desired(desired);
+                run.decisions += 1;
+                let outbox = run.scheduler.set_desired(desired, run.decisions);
                 run.take(outbox);
             }
             _ => {}

@@ -43,7 +43,8 @@ pub fn run(data: &[u8]) {
                             phases.insert(phase.id, reduction);
                         }
                         for item in &assignment.items {
-                            if let (Some(work_item::Kind::Tree(t)), Some(&reduction)) = (&item.kind, phases.get(&item.phase))
+                            if let (Some(work_item::Kind::Tree(t)), Some(&reduction)) =
+                                (&item.kind, phases.get(&item.phase))
                                 && validate::tree_item(t, reduction).is_ok()
                             {
                                 let Reduction::AllReduce { .. } = reduction else { panic!("{reduction:?}") };

@@ -159,3 +159,33 @@ impl Drop for Job {
         }
     }
 }
+
+/// The SCD run the disturbance tests share: a9a in 2000-row shards for 300 epochs (tolerance
+/// 0, so it runs long enough to disturb), checkpointed in a local folder.
+pub struct A9aRun {
+    pub job: Job,
+    /// The undisturbed model's bytes, trained in one process.
+    pub reference: Vec<u8>,
+    pub model: String,
+    pub checkpoint: String,
+}
+
+impl A9aRun {
+    /// Trains the reference, then starts the job's master (no workers yet) on `cluster`,
+    /// made for a free loopback address.
+    pub fn start(dir: &Path, cluster: impl FnOnce(&str) -> Cluster) -> A9aRun {
+        let grid = prepare_grid(dir, "a9a/a9a.train.libsvm", "libsvm", "2000");
+        let params = ["--epochs", "300", "--tolerance", "0"];
+        let reference = path(dir, "reference");
+        ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
+        let (model, checkpoint) = (path(dir, "model"), path(dir, "checkpoint"));
+        let cluster = cluster(&format!("127.0.0.1:{}", free_port()));
+        let job = Job::start(dir, cluster, &grid, &model, &checkpoint, &params);
+        A9aRun { job, reference: std::fs::read(&reference).unwrap(), model, checkpoint }
+    }
+
+    /// Whether the job wrote the undisturbed run's model, byte for byte.
+    pub fn same_model(&self) -> bool {
+        std::fs::read(&self.model).unwrap() == self.reference
+    }
+}
