@@ -38,8 +38,12 @@ fn a_stopped_worker_s_work_is_run_elsewhere_and_the_run_ends_while_it_is_still_s
     let listen = format!("127.0.0.1:{}", free_port());
     let cluster = Cluster::new(&listen);
     let model = path(dir.path(), "model");
-    // The default speculation settings: 4 x the median, at least 1 s.
-    let args = [&["master", "--listen", &listen, "--data", &grid, "--model", &model], &HYBRID[..]].concat();
+    // The default speculation settings: 4 x the median, at least 1 s. The run starts once all
+    // 3 workers joined, so each holds slots from the first epoch: a worker that joined late
+    // could hold none, and stopping it would leave nothing to speculate on.
+    let args =
+        [&["master", "--listen", &listen, "--data", &grid, "--model", &model, "--wait-for-workers", "3"], &HYBRID[..]]
+            .concat();
     let env = [("RUST_LOG".to_string(), "linea_worker=info".to_string())];
     let mut master = start_master(dir.path(), "master.log", &args, &env);
     let mut workers: Vec<Child> =
