@@ -28,6 +28,17 @@ fn state(pid: u32) -> char {
     stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
 }
 
+/// A worker killed when dropped: the stopped one never exits by itself, and a failed
+/// assertion must not leave it behind, stopped, holding what it inherited.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_stopped_worker_s_work_is_run_elsewhere_and_the_run_ends_while_it_is_still_stopped() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,13 +60,13 @@ fn a_stopped_worker_s_work_is_run_elsewhere_and_the_run_ends_while_it_is_still_s
     let mut workers: Vec<Child> =
         (0..3).map(|i| worker(dir.path(), &format!("w{i}.log"), &cluster.master_url)).collect();
     cluster.wait_for("3 workers, 5 epochs in", |s| s.workers.len() == 3 && s.epoch >= 5);
-    let mut victim = workers.remove(1);
-    assert!(Command::new("kill").args(["-STOP", &victim.id().to_string()]).status().unwrap().success());
+    let victim = Killed(workers.remove(1));
+    assert!(Command::new("kill").args(["-STOP", &victim.0.id().to_string()]).status().unwrap().success());
 
     let status = wait_exit(&mut master, Duration::from_secs(120), "the master");
     let log = std::fs::read_to_string(path(dir.path(), "master.log")).unwrap();
     assert!(status.success(), "{log}");
-    assert_eq!(state(victim.id()), 'T', "the run ended while the worker was still stopped");
+    assert_eq!(state(victim.0.id()), 'T', "the run ended while the worker was still stopped");
     assert!(log.contains("straggler: "), "the stopped worker was found stalled: {log}");
     for line in log.lines().filter(|l| l.contains("straggler") || l.contains("speculative")) {
         eprintln!("{line}");
@@ -67,8 +78,7 @@ fn a_stopped_worker_s_work_is_run_elsewhere_and_the_run_ends_while_it_is_still_s
     for mut w in workers {
         assert!(wait_exit(&mut w, Duration::from_secs(60), "a worker").success(), "every running worker exits 0");
     }
-    victim.kill().unwrap();
-    victim.wait().unwrap();
+    drop(victim);
     assert!(
         std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(),
         "the run with a stopped worker gives other bytes than one process"
