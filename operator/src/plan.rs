@@ -140,6 +140,7 @@ pub fn event_note(note: &str) -> std::borrow::Cow<'_, str> {
         return note.into();
     }
     let half = (EVENT_NOTE_LIMIT - GAP.len()) / 2;
+    // (str::floor_char_boundary is newer than the workspace's rust-version, 1.90.)
     let mut head = half;
     while !note.is_char_boundary(head) {
         head -= 1;
@@ -1021,26 +1022,22 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn event_notes_fit_the_api_servers_limit_keeping_both_ends() {
-        assert_eq!(super::event_note("short"), "short");
-        let exact = "x".repeat(super::EVENT_NOTE_LIMIT);
-        assert_eq!(super::event_note(&exact), exact);
-        // Multi-byte characters on both cut points: the cuts move to character boundaries.
-        let long = format!("master failed ({}); restart 1 of 3", "é→".repeat(800));
-        let fitted = super::event_note(&long);
-        assert!(
-            fitted.len() <= super::EVENT_NOTE_LIMIT && fitted.len() > super::EVENT_NOTE_LIMIT - 8,
-            "{}",
-            fitted.len()
-        );
-        assert!(fitted.starts_with("master failed (é→") && fitted.ends_with("é→); restart 1 of 3"));
-        assert!(fitted.contains(" [...] "));
-    }
-
     use super::*;
     use crate::desired::tests::{fresh, job, options};
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+
+    #[test]
+    fn event_notes_fit_the_api_servers_limit_keeping_both_ends() {
+        assert_eq!(event_note("short"), "short");
+        let exact = "x".repeat(EVENT_NOTE_LIMIT);
+        assert_eq!(event_note(&exact), exact);
+        // Multi-byte characters on both cut points: the cuts move to character boundaries.
+        let long = format!("master failed ({}); restart 1 of 3", "é→".repeat(800));
+        let fitted = event_note(&long);
+        assert!(fitted.len() <= EVENT_NOTE_LIMIT && fitted.len() > EVENT_NOTE_LIMIT - 8, "{}", fitted.len());
+        assert!(fitted.starts_with("master failed (é→") && fitted.ends_with("é→); restart 1 of 3"));
+        assert!(fitted.contains(" [...] "));
+    }
 
     const SPEC: &str = "datasetUri: s3://data/grid\nmodelUri: s3://models/model\nworkers: {replicas: 2}\nrunPolicy: {backoffLimit: 1, ttlSecondsAfterFinished: 60}\n";
 
