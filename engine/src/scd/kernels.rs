@@ -192,10 +192,15 @@ impl DirectionSums {
             self.0[0] += (y - f) * d;
             self.0[1] += d * d;
         } else {
-            let base = logistic(y, f);
-            for (s, a) in self.0.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
-                *s += logistic(y, f + a * d) - base;
-            }
+            self.add_logistic(y, f, d, logistic(y, f), logistic);
+        }
+    }
+
+    /// [`DirectionSums::add_with`] when the row's logistic loss `base` at `f` is known.
+    #[inline(always)]
+    pub(crate) fn add_logistic(&mut self, y: f64, f: f64, d: f64, base: f64, logistic: impl Fn(f64, f64) -> f64) {
+        for (s, a) in self.0.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
+            *s += logistic(y, f + a * d) - base;
         }
     }
 }
