@@ -28,7 +28,7 @@ use crate::fixed::prediction_value;
 use crate::grid::Cell;
 use crate::loss::Loss;
 use crate::scd::fast_exp::Exp;
-use crate::scd::kernels::{DirectionSums, LogisticInline, RowDerivatives};
+use crate::scd::kernels::{DirectionSums, LogisticInline, RowDerivatives, logistic_value_inline};
 
 /// Above this many blocks the K x K system costs more than it saves.
 pub const MAX_COARSE_BLOCKS: usize = 256;
@@ -148,7 +148,12 @@ pub fn statistics_len(dims: usize) -> usize {
 }
 
 /// Line-search sums along `d_i = sum_k z_ik t_k`, as [`super::kernels::cell_direction_sums`],
-/// in O(nnz + n H).
+/// in O(nnz + n H), and the shard's loss sum at the current predictions (in row order, the
+/// same `f64` sum as [`super::kernels::shard_loss_sum`]): the correction's "objective
+/// before its step" comes from this pass instead of one more pass over the rows. Logistic
+/// loss runs a copy compiled for FMA with `exp` inlined where [`Exp::detect`] allows: nine
+/// losses per row made this pass a quarter to a third of an epoch on a9a and w8a
+/// (docs/benchmarks.md); the bits are the same.
 pub fn shard_coarse_direction_sums(
     cells: &[&Cell],
     snapshots: &[&[i64]],
@@ -156,7 +161,7 @@ pub fn shard_coarse_direction_sums(
     targets: &[f64],
     predictions: &[i64],
     loss: Loss,
-) -> Vec<f64> {
+) -> (Vec<f64>, f64) {
     let mut d = vec![0.0; targets.len()];
     for (cell, &shift) in cells.iter().zip(t) {
         for (n, &row) in cell.rows.iter().enumerate() {
@@ -168,11 +173,44 @@ pub fn shard_coarse_direction_sums(
             *di += weight * prediction_value(now.wrapping_sub(then));
         }
     }
-    let mut sums = DirectionSums::new(loss);
-    for ((&y, &p), &di) in targets.iter().zip(predictions).zip(&d) {
-        sums.add(y, prediction_value(p), di);
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(targets: &[f64], predictions: &[i64], d: &[f64]) -> (Vec<f64>, f64) {
+            direction_loop(targets, predictions, d, Loss::Logistic, logistic_value_inline)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(targets, predictions, &d) };
     }
-    sums.0
+    direction_loop(targets, predictions, &d, loss, |y, f| loss.value(y, f))
+}
+
+/// [`shard_coarse_direction_sums`]' loss loop over the rows' moves `d`: the line-search
+/// sums and the loss sum, whose row terms the logistic sums share.
+#[inline(always)]
+fn direction_loop(
+    targets: &[f64],
+    predictions: &[i64],
+    d: &[f64],
+    loss: Loss,
+    value: impl Fn(f64, f64) -> f64 + Copy,
+) -> (Vec<f64>, f64) {
+    let mut sums = DirectionSums::new(loss);
+    let mut total = 0.0;
+    for ((&y, &p), &di) in targets.iter().zip(predictions).zip(d) {
+        let f = prediction_value(p);
+        let base = value(y, f);
+        total += base;
+        if loss == Loss::Logistic {
+            if di != 0.0 {
+                sums.add_logistic(y, f, di, base, value);
+            }
+        } else {
+            sums.add_with(y, f, di, value);
+        }
+    }
+    (sums.0, total)
 }
 
 /// Every how many shards the Hessian is taken: enough rows to estimate a D x D matrix

@@ -33,7 +33,7 @@ pub enum ScdPhase {
     Snapshot { keep: usize },
     /// [`coarse::shard_coarse_statistics`].
     CoarseStatistics { blocks: bool, hessian_stride: usize },
-    /// [`coarse::shard_coarse_direction_sums`].
+    /// [`coarse::shard_coarse_direction_sums`], then the loss sum (as [`ScdPhase::Loss`]).
     CoarseDirection { blocks: bool, t: Vec<f64> },
 }
 
@@ -132,9 +132,11 @@ impl Kernel for ScdKernel {
                 let held = all_cells(grid, *blocks, shard)?;
                 let cells: Vec<&Cell> = held.iter().map(Deref::deref).collect();
                 let snapshots: Vec<&[i64]> = state.snapshots.iter().map(Vec::as_slice).collect();
-                let sums =
+                let (sums, loss_sum) =
                     coarse::shard_coarse_direction_sums(&cells, &snapshots, t, &targets, &state.predictions, loss);
-                exact(Quantity::LineSearch, sums)?
+                let mut sums = range.exact(Quantity::LineSearch, &sums)?.sums;
+                sums.push(range.fixed(Quantity::Loss, loss_sum)?);
+                UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() }
             }
         })
     }

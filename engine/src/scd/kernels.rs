@@ -7,7 +7,7 @@
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
 use crate::grid::{Cell, CellValues};
-use crate::loss::{Derivatives, Loss, logistic_derivatives};
+use crate::loss::{Derivatives, Loss, logistic_derivatives, softplus_with};
 use crate::scd::fast_exp::{Exp, exp_inline};
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 
@@ -114,7 +114,35 @@ pub fn accumulate_statistics(
 /// Sums along a block direction `delta` (block-indexed), with `d_i = sum_j x_ij delta_j`:
 /// for squared loss `[sum r_i d_i, sum d_i^2]` (r = y - f); for logistic loss the exact
 /// change of the loss sum at each of [`LOGISTIC_STEP_CANDIDATES`].
+///
+/// Logistic loss takes nine losses (an `exp` and a `log1p` each) per row the direction
+/// moves: the line search of an impure block was most of an epoch on rcv1-small
+/// (docs/benchmarks.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
+/// FMA with `exp` inlined ([`exp_inline`], the library's bits), so the sums are the same.
 pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64]) -> Vec<f64> {
+            direction_loop(cell, delta, targets, predictions, Loss::Logistic, logistic_value_inline)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return unsafe { compiled_for_fma(cell, delta, targets, predictions) };
+    }
+    direction_loop(cell, delta, targets, predictions, loss, |y, f| loss.value(y, f))
+}
+
+/// [`cell_direction_sums`]' loop with the loss function given.
+#[inline(always)]
+fn direction_loop(
+    cell: &Cell,
+    delta: &[f64],
+    targets: &[f64],
+    predictions: &[i64],
+    loss: Loss,
+    value: impl Fn(f64, f64) -> f64 + Copy,
+) -> Vec<f64> {
     let mut sums = DirectionSums::new(loss);
     let local_delta: Vec<f64> = cell.feature_ids.iter().map(|&f| delta[f as usize]).collect();
     let mut k = 0;
@@ -125,9 +153,16 @@ pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predicti
             d += cell.value(k) * local_delta[cell.local[k] as usize];
             k += 1;
         }
-        sums.add(targets[row], prediction_value(predictions[row]), d);
+        sums.add_with(targets[row], prediction_value(predictions[row]), d, value);
     }
     sums.0
+}
+
+/// The logistic loss `Loss::Logistic.value(y, f)` with [`exp_inline`]: the same operations,
+/// so the same bits. Only inside code compiled for FMA.
+#[inline(always)]
+pub(crate) fn logistic_value_inline(y: f64, f: f64) -> f64 {
+    softplus_with(-y * f, exp_inline)
 }
 
 /// Line-search sums of rows whose predictions move by `d` along a direction: for squared
@@ -143,6 +178,13 @@ impl DirectionSums {
     /// Adds a row with target `y`, prediction `f` and move `d`.
     #[inline]
     pub fn add(&mut self, y: f64, f: f64, d: f64) {
+        self.add_with(y, f, d, |y, f| Loss::Logistic.value(y, f));
+    }
+
+    /// [`DirectionSums::add`] with the logistic loss given (one with an inlined `exp` and
+    /// the same bits, [`logistic_value_inline`]).
+    #[inline(always)]
+    pub(crate) fn add_with(&mut self, y: f64, f: f64, d: f64, logistic: impl Fn(f64, f64) -> f64) {
         if d == 0.0 {
             return;
         }
@@ -150,10 +192,15 @@ impl DirectionSums {
             self.0[0] += (y - f) * d;
             self.0[1] += d * d;
         } else {
-            let base = Loss::Logistic.value(y, f);
-            for (s, a) in self.0.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
-                *s += Loss::Logistic.value(y, f + a * d) - base;
-            }
+            self.add_logistic(y, f, d, logistic(y, f), logistic);
+        }
+    }
+
+    /// [`DirectionSums::add_with`] when the row's logistic loss `base` at `f` is known.
+    #[inline(always)]
+    pub(crate) fn add_logistic(&mut self, y: f64, f: f64, d: f64, base: f64, logistic: impl Fn(f64, f64) -> f64) {
+        for (s, a) in self.0.iter_mut().zip(LOGISTIC_STEP_CANDIDATES) {
+            *s += logistic(y, f + a * d) - base;
         }
     }
 }
@@ -188,7 +235,59 @@ pub fn cell_update_predictions(cell: &Cell, old: &[f64], new: &[f64], prediction
 }
 
 /// Sum of losses over one shard, rounded once to fixed point (checked against `range`).
+/// Logistic loss runs a copy with `exp` inlined where allowed, with the same bits.
 pub fn shard_loss_sum(range: &SumRange, targets: &[f64], predictions: &[i64], loss: Loss) -> Result<i128, EngineError> {
-    let sum: f64 = targets.iter().zip(predictions).map(|(&y, &p)| loss.value(y, prediction_value(p))).sum();
-    range.fixed(Quantity::Loss, sum)
+    #[cfg(target_arch = "x86_64")]
+    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
+        #[target_feature(enable = "fma,avx2")]
+        fn compiled_for_fma(targets: &[f64], predictions: &[i64]) -> f64 {
+            loss_loop(targets, predictions, logistic_value_inline)
+        }
+        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
+        #[allow(unsafe_code)]
+        return range.fixed(Quantity::Loss, unsafe { compiled_for_fma(targets, predictions) });
+    }
+    range.fixed(Quantity::Loss, loss_loop(targets, predictions, |y, f| loss.value(y, f)))
+}
+
+/// [`shard_loss_sum`]'s sum, in row order.
+#[inline(always)]
+fn loss_loop(targets: &[f64], predictions: &[i64], value: impl Fn(f64, f64) -> f64) -> f64 {
+    targets.iter().zip(predictions).map(|(&y, &p)| value(y, prediction_value(p))).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The copies with `exp` inlined must give the library path's bits: same line-search
+    /// sums, same loss sum, over margins from the saturated tails to 0.
+    #[test]
+    fn inlined_line_search_and_loss_have_the_library_bits() {
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let rows = 4000u32;
+        let targets: Vec<f64> = (0..rows).map(|i| if i % 3 == 0 { 1.0 } else { -1.0 }).collect();
+        let predictions: Vec<i64> = (0..rows).map(|_| quantize((next() - 0.5) * 80.0)).collect();
+        // An impure cell with real values: several non-zeros per row, some rows absent.
+        let triples: Vec<(u32, u32, f64)> = (0..rows)
+            .filter(|i| i % 7 != 3)
+            .flat_map(|i| (0..1 + i % 3).map(move |j| (i, (i * 5 + j * 11) % 40, 0.25 + (j as f64))))
+            .collect();
+        let cell = Cell::from_triples(triples);
+        let delta: Vec<f64> = (0..40).map(|_| (next() - 0.5) * 6.0).collect();
+        let library =
+            direction_loop(&cell, &delta, &targets, &predictions, Loss::Logistic, |y, f| Loss::Logistic.value(y, f));
+        let used = cell_direction_sums(&cell, &delta, &targets, &predictions, Loss::Logistic);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&used), bits(&library));
+        assert!(library.iter().all(|s| s.is_finite() && *s != 0.0), "every candidate moved the loss: {library:?}");
+        let range = SumRange::for_partials(1);
+        let expected =
+            range.fixed(Quantity::Loss, loss_loop(&targets, &predictions, |y, f| Loss::Logistic.value(y, f))).unwrap();
+        assert_eq!(shard_loss_sum(&range, &targets, &predictions, Loss::Logistic).unwrap(), expected);
+    }
 }

@@ -69,9 +69,13 @@ impl<R: Runner<ScdKernel>> Phases<'_, R> {
         self.run(phase, Reduction::Sum { len: coarse::statistics_len(dims) }, false)
     }
 
-    fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64], loss: Loss) -> Result<ExactSums, R::Error> {
-        let len = kernels::DirectionSums::new(loss).0.len();
-        self.run(ScdPhase::CoarseDirection { blocks, t: t.to_vec() }, Reduction::Sum { len }, false)
+    /// The line-search sums along the coarse direction, and the exact loss sum at the
+    /// current predictions, from one pass.
+    fn coarse_direction_sums(&mut self, blocks: bool, t: &[f64], loss: Loss) -> Result<(ExactSums, i128), R::Error> {
+        let len = kernels::DirectionSums::new(loss).0.len() + 1;
+        let mut sums = self.run(ScdPhase::CoarseDirection { blocks, t: t.to_vec() }, Reduction::Sum { len }, false)?;
+        let loss_sum = sums.sums.pop().expect("len >= 1");
+        Ok((sums, loss_sum))
     }
 }
 
@@ -204,8 +208,9 @@ pub struct Scd {
     pub state: ScdState,
     kernel: ScdKernel,
     /// The objective at the current parameters when the coarse correction has just measured
-    /// it (after its step, or before a step it undid), so the epoch's end need not pass over
-    /// the rows again for the same number. Not state: a resumed run recomputes it.
+    /// it (after its step; or before a step it undid or did not take, from its line-search
+    /// pass), so the epoch's end need not pass over the rows again for the same number. Not
+    /// state: a resumed run recomputes it.
     measured_objective: Option<f64>,
 }
 
@@ -228,8 +233,12 @@ impl Scd {
     }
 
     fn objective_with<R: Runner<ScdKernel>>(&self, exec: &mut Phases<R>) -> Result<f64, R::Error> {
-        let loss = crate::fixed::from_fixed128(exec.loss_sum()?);
-        Ok(loss + self.config.reg.total(self.state.theta.iter().map(Vec::as_slice)))
+        Ok(self.objective_from(exec.loss_sum()?))
+    }
+
+    /// The objective at the current parameters given the exact loss sum at their predictions.
+    fn objective_from(&self, loss_sum: i128) -> f64 {
+        crate::fixed::from_fixed128(loss_sum) + self.config.reg.total(self.state.theta.iter().map(Vec::as_slice))
     }
 
     /// Block order of an epoch: a fresh pseudo-random permutation per epoch, seeded by
@@ -389,7 +398,12 @@ impl Scd {
         for (m, &s) in moves.iter().zip(&t[k..]) {
             delta.iter_mut().zip(m).for_each(|(d, x)| *d += s * x);
         }
-        let sums = exec.coarse_direction_sums(blocks, &t, loss)?.values();
+        let (sums, loss_sum) = exec.coarse_direction_sums(blocks, &t, loss)?;
+        let sums = sums.values();
+        // The objective before the step, from the same pass: the same number an objective
+        // pass would give (the same row sums, rounded the same way), one pass fewer.
+        let before = self.objective_from(loss_sum);
+        self.measured_objective = Some(before);
         let step = match loss {
             Loss::Squared => step::squared_line_search(sums[0], sums[1], &flat, &delta, &reg),
             Loss::Logistic => step::pick_logistic_step(&sums, &flat, &delta, &reg),
@@ -401,7 +415,6 @@ impl Scd {
         // The history directions' row values are differences of fixed-point predictions,
         // exact to 2^-32 per term; a nearly singular subspace can amplify that into a step
         // the line search misjudges. So the step is measured, and undone if it cost.
-        let before = self.objective_with(exec)?;
         let saved = self.state.theta.clone();
         let mut at = 0;
         let mut changed = Vec::new();
