@@ -744,10 +744,21 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     );
 }
 
-/// An objective as printed: ten decimals, or eleven significant digits when it is small,
-/// so a small objective keeps its relative precision on the screen.
+/// An objective as printed: 15 significant digits at every magnitude (what an f64 holds
+/// exactly), in plain notation from 1e-3 up and scientific below, so a printed objective
+/// can be checked against a reference to 1e-12 whatever the data's scale. (Ten decimals
+/// kept only 8 digits of an objective of 1.4e-3.)
 fn objective_text(value: f64) -> String {
-    if value == 0.0 || value.abs() >= 1e-3 { format!("{value:.10}") } else { format!("{value:.10e}") }
+    const SIGNIFICANT: i32 = 15;
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let exponent = value.abs().log10().floor() as i32;
+    if exponent < -3 {
+        format!("{value:.*e}", (SIGNIFICANT - 1) as usize)
+    } else {
+        format!("{value:.*}", (SIGNIFICANT - 1 - exponent).max(0) as usize)
+    }
 }
 
 /// The valid values of every option that has a bound, in one place. clap checks types when
@@ -876,5 +887,22 @@ pub fn parse_loss(name: &str) -> Option<Loss> {
 impl From<clap::Error> for LineaError {
     fn from(e: clap::Error) -> Self {
         LineaError::Usage(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::objective_text;
+
+    #[test]
+    fn a_printed_objective_reads_back_to_1e_14_at_every_magnitude() {
+        for value in [1.399859508898176e-3, 10546.674515094912, 7.123456789012345e-9, 0.5, 3.3e17, -2.5e-4] {
+            let text = objective_text(value);
+            let read: f64 = text.parse().unwrap();
+            assert!((read - value).abs() <= 1e-14 * value.abs(), "{value:e} printed as {text}");
+        }
+        // The common case keeps its look: ten decimals at a9a's magnitude.
+        assert_eq!(objective_text(10546.674515094912), "10546.6745150949");
+        assert_eq!(objective_text(0.0), "0");
     }
 }
