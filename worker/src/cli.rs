@@ -5,6 +5,7 @@ use crate::error::{LineaError, Result};
 use crate::input::{FeatureSpec, Format, NumericMode};
 use crate::progress::Progress;
 use crate::runtime::auth::JobSecret;
+use crate::runtime::scheduler::StartGate;
 use crate::runtime::speculation::Speculation;
 use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
@@ -427,6 +428,10 @@ enum Command {
         /// elastic job's worker count, so its scale-ins release workers that are there.
         #[arg(long, default_value_t = 0)]
         wait_for_workers: usize,
+        /// Seconds to wait for --wait-for-workers at most: then the run starts with the
+        /// workers that joined (a worker whose pod never runs delays it no longer).
+        #[arg(long, default_value_t = 300)]
+        wait_for_workers_timeout: u64,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -595,7 +600,17 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce, speculation, wait_for_workers } => {
+        Command::Master {
+            args,
+            listen,
+            checkpoint,
+            secret_file,
+            tls,
+            allreduce,
+            speculation,
+            wait_for_workers,
+            wait_for_workers_timeout,
+        } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -620,7 +635,10 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 transport,
                 allreduce,
                 speculation: speculation.speculation(),
-                wait_for_workers,
+                wait_for_workers: StartGate {
+                    workers: wait_for_workers,
+                    patience: Duration::from_secs(wait_for_workers_timeout),
+                },
                 stop_on_signals: true,
             };
             let summary = master::run(&options, &progress, |address, _| {
@@ -775,6 +793,7 @@ const RANGES: &[(&str, Range)] = &[
     ("workers", Range::Int { min: 0, max: 256 }),
     ("cache_mb", Range::Int { min: 0, max: 1 << 24 }),
     ("reconnect_for", Range::Int { min: 0, max: 604_800 }),
+    ("wait_for_workers_timeout", Range::Int { min: 0, max: 604_800 }),
     ("drain_timeout", Range::Int { min: 0, max: 3_600 }),
     ("slots", Range::Int { min: 1, max: 4_096 }),
     ("local_passes", Range::Int { min: 1, max: 1_000 }),
@@ -872,6 +891,21 @@ where
         }
     }
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
+}
+
+impl Cli {
+    /// The log filter when `RUST_LOG` is not set. A master or worker is a service whose log
+    /// is how an operator follows a job (workers joining and lost, stragglers, drains,
+    /// retries, a start that did not wait for every worker), so linea's own info lines are
+    /// on; a command run at a terminal shows its progress and only warnings besides. (The
+    /// libraries stay at warn: at info and below they log connections, never secrets, which
+    /// worker/tests/secrets.rs checks at debug.)
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Master { .. } | Command::Worker { .. } => "warn,linea_worker=info,linea_engine=info",
+            _ => "warn",
+        }
+    }
 }
 
 /// A loss by the name the model file and the wire use.
