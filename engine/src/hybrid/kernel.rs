@@ -82,8 +82,13 @@ impl LinearKernel {
             .map(move |grain| grain * GRAIN - first..((grain + 1) * GRAIN).min(self.layout.rows()) - first)
     }
 
-    /// The local features each grain of slot `unit` touches, ascending.
+    /// The local features each grain of slot `unit` touches, ascending. A slot of one grain
+    /// (L-BFGS alone runs one per grain) touches every local feature: they are numbered
+    /// from the slot's rows.
     fn grain_features(&self, unit: usize, rows: &SlotRows) -> Vec<Vec<u32>> {
+        if self.layout.slot_grains(unit).len() == 1 {
+            return vec![(0..rows.globals.len() as u32).collect()];
+        }
         let mut seen = vec![false; rows.globals.len()];
         self.grain_rows(unit)
             .map(|range| {
