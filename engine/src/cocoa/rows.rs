@@ -110,6 +110,13 @@ impl SlotRows {
         self.targets.len()
     }
 
+    /// The CSR arrays, for loops that hoist the value kind out of their rows: row starts
+    /// (row `i` is `starts[i]..starts[i + 1]`), local features, values (`None`: all 1).
+    #[inline]
+    pub(crate) fn csr(&self) -> (&[usize], &[u32], Option<&[f64]>) {
+        (&self.starts, &self.features, self.values.as_deref())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.targets.is_empty()
     }
