@@ -9,6 +9,7 @@ use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
 use crate::grid::{Cell, CellValues};
 use crate::loss::{Derivatives, Loss, logistic_derivatives, softplus_with};
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::log1p_inline;
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 
 /// Per-feature partial sums of `l'_i x_ij` and `l''_i x_ij^2` over the cell's rows,
@@ -158,11 +159,11 @@ fn direction_loop(
     sums.0
 }
 
-/// The logistic loss `Loss::Logistic.value(y, f)` with [`exp_inline`]: the same operations,
-/// so the same bits. Only inside code compiled for FMA.
+/// The logistic loss `Loss::Logistic.value(y, f)` with [`exp_inline`] and [`log1p_inline`]:
+/// the same operations, so the same bits. Only inside code compiled for FMA.
 #[inline(always)]
 pub(crate) fn logistic_value_inline(y: f64, f: f64) -> f64 {
-    softplus_with(-y * f, exp_inline)
+    softplus_with(-y * f, exp_inline, log1p_inline)
 }
 
 /// Line-search sums of rows whose predictions move by `d` along a direction: for squared
