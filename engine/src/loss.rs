@@ -110,14 +110,13 @@ impl Loss {
 /// log(1 + e^z), stable for large |z|.
 #[inline]
 pub fn softplus(z: f64) -> f64 {
-    softplus_with(z, f64::exp, f64::ln_1p)
+    softplus_with(z, f64::exp)
 }
 
-/// [`softplus`] with `exp` and `log1p` given (inlined ones with the library's bits,
-/// `scd::fast_exp` and `scd::fast_log1p`).
+/// [`softplus`] with `exp` given (an inlined one with the library's bits, `scd::fast_exp`).
 #[inline(always)]
-pub fn softplus_with(z: f64, exp: impl Fn(f64) -> f64, log1p: impl Fn(f64) -> f64) -> f64 {
-    if z > 0.0 { z + log1p(exp(-z)) } else { log1p(exp(z)) }
+pub fn softplus_with(z: f64, exp: impl Fn(f64) -> f64) -> f64 {
+    if z > 0.0 { z + exp(-z).ln_1p() } else { exp(z).ln_1p() }
 }
 
 /// The logistic loss's derivatives with `exp` given, so the hot loops can pass an inlined
