@@ -397,7 +397,7 @@ mod tests {
             expected.extend([rows as f64, rows as f64]);
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&out), bits(&expected), "D = {dims}");
-            assert!(out[dims..dims + 3].iter().all(|&h| h > 0.0), "the Hessian's first entries are positive");
+            assert!(out[dims] > 0.0 && out[dims + 1] != 0.0, "the Hessian has entries: {:?}", &out[dims..dims + 2]);
         }
     }
 }
