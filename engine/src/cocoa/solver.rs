@@ -2,9 +2,10 @@
 //! dual objectives. Pure functions of the slot's rows, dual variables and the phase.
 
 use super::rows::SlotRows;
-use crate::loss::{Loss, softplus_with};
+use crate::loss::Loss;
 #[cfg(target_arch = "x86_64")]
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::softplus_inline;
 
 /// The constants of CoCoA+'s local subproblem.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,7 +103,7 @@ pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) ->
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
-            terms_loop(rows, alpha, local, |y, f| softplus_with(-y * f, exp_inline))
+            terms_loop(rows, alpha, local, |y, f| softplus_inline(-y * f))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]
