@@ -7,9 +7,9 @@
 //! `D(alpha) = -sum_i loss*(-alpha_i) - |X'alpha|^2 / (2 lambda)`, `w(alpha) = X'alpha / lambda`.
 //!
 //! One epoch: every slot k runs H SDCA passes over its rows on CoCoA+'s local subproblem
-//! with `sigma' = K` (or, per-feature aggregation, `sigma'_j` = the number of slots holding
-//! feature j: [`config::Aggregation`]), from the shared vector `v = X'alpha` ([`CocoaPhase::LocalSolve`]); the
-//! master adds the slots' changes `X_k' delta_alpha_k` into `v` (adding, not averaging); then
+//! with `sigma'_j` = the number of slots holding feature j (the default, as safe as CoCoA+'s
+//! scalar `sigma' = K`, which [`config::Aggregation::Scalar`] keeps), from the shared vector
+//! `v = X'alpha` ([`CocoaPhase::LocalSolve`]); the master adds the slots' changes `X_k' delta_alpha_k` into `v` (adding, not averaging); then
 //! every slot sums its losses at `w = v / lambda` and its conjugates
 //! ([`CocoaPhase::Evaluate`]), and the master forms the primal, the dual and their gap.
 //! `P(w) - P* <= P(w) - D(alpha)`, so the gap certifies how far the model is from the
@@ -17,8 +17,8 @@
 //!
 //! Elastic ([`elastic`], Chicle): after an epoch the master may scale in from K to K/m slots;
 //! each remaining slot takes the partitions and dual variables of m old slots and solves them
-//! as one local problem (`sigma' = K/m` from then on). The decision is part of the epoch's
-//! step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
+//! as one local problem (`sigma' = K/m`, or per feature the counts of the K/m slots, from
+//! then on). The decision is part of the epoch's step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
 //! committed dual variables ([`Runner::reconfigure`]).
 //!
 //! Accelerated ([`catalyst`], `--accelerate`): the epochs solve a sequence of proximal
@@ -132,7 +132,8 @@ impl Cocoa {
         self
     }
 
-    /// The kernel of K slots: the same partitions, `sigma' = K`.
+    /// The kernel of K slots: the same partitions, scalar `sigma'` for K (per-feature
+    /// weights travel with each phase, [`Self::spread`]).
     fn kernel_for(&self, slots: u32) -> CocoaKernel {
         CocoaKernel {
             sigma: self.config.sigma(slots),
