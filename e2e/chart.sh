@@ -250,7 +250,7 @@ else
   fail "helm install $RELEASE" "$out"; exit 1
 fi
 check "CRD trainingjobs.linea.io from charts/linea/crds is Established" \
-  k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io
+  established trainingjobs.linea.io
 
 # The ClusterRole as stored, one "group resource verb" line per permission, against
 # GRANTED: nothing missing, nothing extra.

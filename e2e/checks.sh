@@ -13,3 +13,20 @@ check() {
     fail "$name" "$out"
   fi
 }
+
+# established <crd name>: waits (at most 60 s) until the CRD's Established condition is
+# True. Not `kubectl wait --for=condition=Established`: when it reads the CRD while the API
+# server still has `status.conditions: null` it fails at once instead of waiting (seen in
+# CI: ".status.conditions accessor error: <nil> is of the type <nil>").
+established() {
+  local crd="$1" deadline=$((SECONDS + 60)) state
+  while :; do
+    state="$(k get "crd/$crd" -o 'jsonpath={.status.conditions[?(@.type=="Established")].status}' 2>&1)" || true
+    [ "$state" = True ] && return 0
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "crd/$crd not Established within 60 s: ${state:-no condition yet}"
+      return 1
+    fi
+    sleep 0.2 # a poll interval: the condition is read again
+  done
+}

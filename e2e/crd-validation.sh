@@ -36,7 +36,7 @@ k() { "$KUBECTL" "$@"; }
 
 . "$HERE/checks.sh"
 
-if out="$(k apply -f "$ROOT/crds/trainingjob.crd.yaml" 2>&1 && k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io 2>&1)"; then
+if out="$(k apply -f "$ROOT/crds/trainingjob.crd.yaml" 2>&1 && established trainingjobs.linea.io 2>&1)"; then
   pass "CRD trainingjobs.linea.io installs and is Established"
 else
   fail "CRD installs" "$out"; exit 1

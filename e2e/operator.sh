@@ -96,7 +96,7 @@ kcm_healthy() { curl -fsS --max-time 2 -k "https://127.0.0.1:$kcm_port/healthz";
 export HELM_CACHE_HOME="$STATE/helm/cache" HELM_CONFIG_HOME="$STATE/helm/config" HELM_DATA_HOME="$STATE/helm/data"
 k create namespace linea-system >/dev/null
 "$HELM" install linea "$LINEA_ROOT/charts/linea" --namespace linea-system >/dev/null
-k wait --for=condition=Established --timeout=60s crd/trainingjobs.linea.io >/dev/null
+established trainingjobs.linea.io
 # No controller-manager runs here to create namespaces' default ServiceAccount.
 k create namespace ml >/dev/null
 k -n ml create serviceaccount default >/dev/null

@@ -114,7 +114,7 @@ spec:
 YAML
 check_crd() {
   k apply -f "$STATE/crd.yaml" &&
-    k wait --for=condition=Established --timeout=60s crd/ranges.smoke.linea.dev
+    established ranges.smoke.linea.dev
 }
 check "CRD with x-kubernetes-validations applied and Established" check_crd
 
