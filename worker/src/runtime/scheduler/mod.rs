@@ -322,8 +322,9 @@ impl Scheduler {
         self.release_surplus()
     }
 
-    /// The first item waits until `workers` are active, so an elastic run's first scale-in
-    /// finds every worker it starts with there (and releases those, not ones yet to come).
+    /// The first item waits until the gate's workers are active, so an elastic run's first
+    /// scale-in finds every worker it starts with there (and releases those, not ones yet to
+    /// come), or until its patience ran out with at least one.
     pub fn start_with(&mut self, gate: StartGate) {
         let deadline = (self.clock)().saturating_add(gate.patience);
         self.start_with = (gate.workers > 0).then_some((gate, deadline));
