@@ -151,7 +151,7 @@ proptest! {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),
             v: v.iter().enumerate().map(|(i, &x)| (i as u32, x)).collect(),
-            record,
+            record: Some(record),
             scale_in: None,
             catalyst: None,
         };
@@ -168,6 +168,8 @@ proptest! {
         check_object(&scd_step, version)?;
         check_object(&cocoa, version)?;
         check_object(&cocoa_step, version)?;
+        // An epoch whose gap the schedule skipped has no record.
+        check_object(&CocoaStep { record: None, ..cocoa_step.clone() }, version)?;
         check_object(&accelerated, version)?;
         check_object(&accelerated_step, version)?;
     }

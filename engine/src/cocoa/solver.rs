@@ -19,7 +19,8 @@ pub struct Subproblem {
 /// Runs SDCA on slot rows `rows` with dual variables `alpha` (updated in place), starting
 /// from the shared vector `v = X'alpha` (global features), visiting rows in each of
 /// `orders` in turn. Returns `u = X_k' (alpha_new - alpha_old)` over the slot's local
-/// features, summed in visiting order.
+/// features, summed in visiting order, and the sweep's progress statistic
+/// ([`LocalSolve::progress`]).
 ///
 /// Each step maximizes CoCoA+'s local subproblem in one coordinate (Ma, Smith et al.,
 /// *Adding vs. Averaging in Distributed Primal-Dual Optimization*, ICML 2015, eq. 9):
@@ -36,7 +37,7 @@ pub fn local_solve<'o>(
     alpha: &mut [f64],
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
-) -> Vec<f64> {
+) -> LocalSolve {
     let orders: Vec<&[u32]> = orders.into_iter().collect();
     #[cfg(target_arch = "x86_64")]
     if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
@@ -47,7 +48,7 @@ pub fn local_solve<'o>(
             alpha: &mut [f64],
             v: &[f64],
             orders: &[&[u32]],
-        ) -> Vec<f64> {
+        ) -> LocalSolve {
             solve_loop(problem, rows, alpha, v, orders, exp_inline)
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
@@ -66,23 +67,40 @@ fn solve_loop(
     v: &[f64],
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
-) -> Vec<f64> {
+) -> LocalSolve {
     let Subproblem { loss, lambda, sigma } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
+    let mut progress = 0.0;
     for order in orders {
         for &i in *order {
             let i = i as usize;
             let m = rows.dot(i, &model);
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, scale * rows.norms[i], exp);
+            let q = scale * rows.norms[i];
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
+                progress += q * step.delta * step.delta;
                 rows.add_to_both(i, (step.delta, &mut u), (scale * step.delta, &mut model));
             }
         }
     }
-    u
+    LocalSolve { u, progress: progress / 2.0 }
+}
+
+/// What a slot's local solve returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSolve {
+    /// `X_k' (alpha_new - alpha_old)` over the slot's local features.
+    pub u: Vec<f64>,
+    /// `sum q_i delta_i^2 / 2` over every step of the solve: each step maximizes a function
+    /// of its coordinate that is at least `q_i`-strongly concave, so this is a lower bound
+    /// on how much the steps raised the local subproblem's objective (with one slot: the
+    /// dual). It costs two multiplications per step, and it falls as the dual converges:
+    /// the gap schedule ([`super::schedule`]) reads it to decide when the exact duality gap
+    /// (a full data pass) is worth computing. It never decides anything on its own.
+    pub progress: f64,
 }
 
 /// A slot's objective terms, each summed in row order.
