@@ -22,6 +22,9 @@ use std::time::Instant;
 pub struct EpochPoint {
     pub epoch: u32,
     pub seconds: f64,
+    /// NaN for an epoch whose objective was not computed (CoCoA's gap schedule); JSON (a
+    /// checkpoint's header) writes that as `null`, read back as NaN.
+    #[serde(deserialize_with = "null_as_nan")]
     pub objective: f64,
     /// The duality gap, for algorithms that have one.
     #[serde(default)]
@@ -29,6 +32,11 @@ pub struct EpochPoint {
     /// The worker count the algorithm wanted after this epoch (elastic CoCoA: its slots).
     #[serde(default)]
     pub workers: Option<u32>,
+}
+
+/// `null` (how serde_json writes a NaN) as NaN, any number as itself.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
 }
 
 pub struct TrainSummary {

@@ -191,3 +191,19 @@ fn check_object<T: serde::Serialize + serde::de::DeserializeOwned>(
     prop_assert!(parse_object::<T>(&bytes, "another run", "base").is_err());
     Ok(())
 }
+
+/// A trace point whose objective was not computed (CoCoA's gap schedule) is NaN; a
+/// checkpoint's JSON header writes it as `null` and must read it back (a restarted master
+/// found both bases damaged when it could not).
+#[test]
+fn a_trace_point_without_an_objective_survives_json() {
+    use linea_worker::train::EpochPoint;
+    let blank = EpochPoint { epoch: 3, seconds: 0.5, objective: f64::NAN, gap: None, workers: Some(2) };
+    let json = serde_json::to_string(&blank).unwrap();
+    assert!(json.contains("\"objective\":null"), "{json}");
+    let back: EpochPoint = serde_json::from_str(&json).unwrap();
+    assert!(back.objective.is_nan() && back.epoch == 3 && back.workers == Some(2));
+    let computed = EpochPoint { objective: 10546.5, ..blank };
+    let back: EpochPoint = serde_json::from_str(&serde_json::to_string(&computed).unwrap()).unwrap();
+    assert_eq!(back, computed);
+}
