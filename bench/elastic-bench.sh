@@ -3,7 +3,7 @@
 # 1e-4 / 1e-5 / 1e-6, hinge loss, Chicle's lambda = 0.01 (l2 = lambda n / 2), static K in
 # {1, 2, 4, 8, 16} and elastic 16 -> 1, 16 -> 2 (factor 4: 16 -> 4 -> 1 resp. 16 -> 4 -> 2).
 #
-#   bench/elastic-bench.sh [--quick] [elastic-bench options: --no-bias, --lambda L, --sigma-cap C, ...]
+#   bench/elastic-bench.sh [--quick] [elastic-bench options: --no-bias, --lambda L, --sigma K, --sigma-cap C, ...]
 #
 # The sets, built into $LINEA_CACHE/elastic-bench from /work/shared/data (LINEA_DATA), each
 # `linea prepare`d with its format's defaults (csv, vw, criteo; the bias an extra feature):

@@ -4,7 +4,7 @@
 # workers, kill -9 and restart of the master, new workers, S3 faults through the test proxy);
 # every run's model must be the undisturbed run's bytes. Prints faults by kind and runs.
 #
-#   scripts/soak.sh                 # the CI budget: 100,000 rows, one round, each of the 9 kinds once
+#   scripts/soak.sh                 # the CI budget: 100,000 rows, one round, each of the 10 kinds once
 #   LINEA_SOAK_ROWS=1000000 LINEA_SOAK_SECONDS=1500 LINEA_SOAK_EVENTS=20 scripts/soak.sh
 #
 # The input is the Criteo sample scaled up by scale-criteo (bench/src/bin/scale-criteo.rs), the

@@ -20,7 +20,7 @@ echo "== cargo test (release: the suites train on real data)"
 cargo test --release --locked --workspace
 
 # The chaos soak (docs/robustness.md): with the CI budget by default (100,000 rows, one
-# disturbed run with each of the 9 fault kinds once: about 2 minutes on 2 cores); the
+# disturbed run with each of the 10 fault kinds once: about 2 minutes on 2 cores); the
 # LINEA_SOAK_* variables ask for a longer one, LINEA_SOAK_ROUNDS=0 skips it.
 echo "== chaos soak (scripts/soak.sh)"
 scripts/soak.sh

@@ -9,7 +9,7 @@
 use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
 use linea_engine::Loss;
 use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction};
-use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
+use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
 use linea_engine::grid::InMemoryGrid;
 use std::time::Instant;
 
@@ -28,6 +28,8 @@ pub struct Setting {
     /// CoCoA+'s `sigma' = min(K, cap)`; `None`: K, the safe value
     /// ([`CocoaConfig::with_sigma_cap`]).
     pub sigma_cap: Option<f64>,
+    /// Without a cap: per-feature `sigma'_j` (the default) or the scalar K.
+    pub aggregation: Aggregation,
 }
 
 impl Setting {
@@ -83,6 +85,7 @@ pub struct Budget {
 pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> Result<Trace, String> {
     let err = |e: linea_engine::EngineError| e.to_string();
     let mut config = CocoaConfig::new(Loss::Hinge, l2, setting.slots, 1, budget.epochs, budget.gap, 0).map_err(err)?;
+    config = config.with_aggregation(setting.aggregation).map_err(err)?;
     if let Some(cap) = setting.sigma_cap {
         config = config.with_sigma_cap(cap).map_err(err)?;
     }

@@ -7,7 +7,8 @@
 //! Results are bit-identical however the work is split: every sum that crosses a row shard
 //! is taken in exact fixed-point integers ([`fixed`]), so the model depends on the data grid
 //! and the parameters, never on thread or worker counts or the order work finished in.
-// No unsafe code but five calls (scd::fast_exp, scd::kernels, scd::coarse, cocoa::solver's two)
+// No unsafe code but six calls (scd::fast_exp, scd::kernels, scd::coarse, cocoa::solver's two,
+// hybrid::pass)
 // into functions compiled for FMA and AVX2 after a run-time check that the CPU has them
 // (`#[allow(unsafe_code)]` marks each).
 #![deny(unsafe_code)]

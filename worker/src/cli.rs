@@ -5,6 +5,7 @@ use crate::error::{LineaError, Result};
 use crate::input::{FeatureSpec, Format, NumericMode};
 use crate::progress::Progress;
 use crate::runtime::auth::JobSecret;
+use crate::runtime::scheduler::StartGate;
 use crate::runtime::speculation::Speculation;
 use crate::runtime::{client, master, worker};
 use crate::{eval, prepare, storage, train};
@@ -435,6 +436,10 @@ enum Command {
         /// elastic job's worker count, so its scale-ins release workers that are there.
         #[arg(long, default_value_t = 0)]
         wait_for_workers: usize,
+        /// Seconds to wait for --wait-for-workers at most: then the run starts with the
+        /// workers that joined (a worker whose pod never runs delays it no longer).
+        #[arg(long, default_value_t = 300)]
+        wait_for_workers_timeout: u64,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -603,7 +608,17 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
-        Command::Master { args, listen, checkpoint, secret_file, tls, allreduce, speculation, wait_for_workers } => {
+        Command::Master {
+            args,
+            listen,
+            checkpoint,
+            secret_file,
+            tls,
+            allreduce,
+            speculation,
+            wait_for_workers,
+            wait_for_workers_timeout,
+        } => {
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -628,7 +643,10 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 transport,
                 allreduce,
                 speculation: speculation.speculation(),
-                wait_for_workers,
+                wait_for_workers: StartGate {
+                    workers: wait_for_workers,
+                    patience: Duration::from_secs(wait_for_workers_timeout),
+                },
                 stop_on_signals: true,
             };
             let summary = master::run(&options, &progress, |address, _| {
@@ -752,10 +770,21 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     );
 }
 
-/// An objective as printed: ten decimals, or eleven significant digits when it is small,
-/// so a small objective keeps its relative precision on the screen.
+/// An objective as printed: 15 significant digits at every magnitude (what an f64 holds
+/// exactly), in plain notation from 1e-3 up and scientific below, so a printed objective
+/// can be checked against a reference to 1e-12 whatever the data's scale. (Ten decimals
+/// kept only 8 digits of an objective of 1.4e-3.)
 fn objective_text(value: f64) -> String {
-    if value == 0.0 || value.abs() >= 1e-3 { format!("{value:.10}") } else { format!("{value:.10e}") }
+    const SIGNIFICANT: i32 = 15;
+    if value == 0.0 || !value.is_finite() {
+        return format!("{value}");
+    }
+    let exponent = value.abs().log10().floor() as i32;
+    if exponent < -3 {
+        format!("{value:.*e}", (SIGNIFICANT - 1) as usize)
+    } else {
+        format!("{value:.*}", (SIGNIFICANT - 1 - exponent).max(0) as usize)
+    }
 }
 
 /// The valid values of every option that has a bound, in one place. clap checks types when
@@ -772,6 +801,7 @@ const RANGES: &[(&str, Range)] = &[
     ("workers", Range::Int { min: 0, max: 256 }),
     ("cache_mb", Range::Int { min: 0, max: 1 << 24 }),
     ("reconnect_for", Range::Int { min: 0, max: 604_800 }),
+    ("wait_for_workers_timeout", Range::Int { min: 0, max: 604_800 }),
     ("drain_timeout", Range::Int { min: 0, max: 3_600 }),
     ("slots", Range::Int { min: 1, max: 4_096 }),
     ("local_passes", Range::Int { min: 1, max: 1_000 }),
@@ -871,6 +901,21 @@ where
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
 }
 
+impl Cli {
+    /// The log filter when `RUST_LOG` is not set. A master or worker is a service whose log
+    /// is how an operator follows a job (workers joining and lost, stragglers, drains,
+    /// retries, a start that did not wait for every worker), so linea's own info lines are
+    /// on; a command run at a terminal shows its progress and only warnings besides. (The
+    /// libraries stay at warn: at info and below they log connections, never secrets, which
+    /// worker/tests/secrets.rs checks at debug.)
+    pub fn default_log_filter(&self) -> &'static str {
+        match self.command {
+            Command::Master { .. } | Command::Worker { .. } => "warn,linea_worker=info,linea_engine=info",
+            _ => "warn",
+        }
+    }
+}
+
 /// A loss by the name the model file and the wire use.
 pub fn parse_loss(name: &str) -> Option<Loss> {
     match name {
@@ -884,5 +929,22 @@ pub fn parse_loss(name: &str) -> Option<Loss> {
 impl From<clap::Error> for LineaError {
     fn from(e: clap::Error) -> Self {
         LineaError::Usage(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::objective_text;
+
+    #[test]
+    fn a_printed_objective_reads_back_to_1e_14_at_every_magnitude() {
+        for value in [1.399859508898176e-3, 10546.674515094912, 7.123456789012345e-9, 0.5, 3.3e17, -2.5e-4] {
+            let text = objective_text(value);
+            let read: f64 = text.parse().unwrap();
+            assert!((read - value).abs() <= 1e-14 * value.abs(), "{value:e} printed as {text}");
+        }
+        // The common case keeps its look: ten decimals at a9a's magnitude.
+        assert_eq!(objective_text(10546.674515094912), "10546.6745150949");
+        assert_eq!(objective_text(0.0), "0");
     }
 }

@@ -5,12 +5,14 @@ use std::io::{IsTerminal, Write};
 const TERMINATION_LOG: &str = "/dev/termination-log";
 
 fn main() {
+    let cli = linea_worker::cli::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_filter()));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = linea_worker::cli::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
     match linea_worker::cli::run(cli) {
         Ok(summary) => {
             if let Some(summary) = summary {

@@ -1,8 +1,8 @@
 //! The chaos soak: a distributed SCD run on S3 (s3s-fs behind the fault-injecting proxy),
 //! six worker processes on loopback, disturbed at seeded random moments by SIGTERM and kill
-//! -9 of workers, kill -9 and restart of the master, new workers, and S3 faults (503, 500,
-//! dropped connections, truncated bodies, latency); at the end the model's bytes must equal
-//! an undisturbed run's. SCD gives the same bytes for any worker count, so starting workers
+//! -9 of workers, kill -9 and SIGTERM of the master (then restarted), new workers, and S3
+//! faults (503, 500, dropped connections, truncated bodies, latency); at the end the model's
+//! bytes must equal an undisturbed run's. SCD gives the same bytes for any worker count, so starting workers
 //! mid-run is legitimate.
 //!
 //! Behind a flag (`#[ignore]`): `scripts/soak.sh` builds the input (the Criteo sample scaled
@@ -12,7 +12,7 @@
 //! - `LINEA_SOAK_INPUT`: the Criteo TSV (required; scripts/soak.sh sets it).
 //! - `LINEA_SOAK_ROUNDS` (1): disturbed runs; `LINEA_SOAK_SECONDS` (0): also keep starting
 //!   rounds until this many seconds have passed.
-//! - `LINEA_SOAK_EVENTS` (9): disturbances per round; 9 or more include every kind once.
+//! - `LINEA_SOAK_EVENTS` (10): disturbances per round; 10 or more include every kind once.
 //! - `LINEA_SOAK_SEED` (1): the schedule (kinds, order, moments, victims, fault counts) is
 //!   a function of the seed and the round: the same seed injects the same faults.
 //! - `LINEA_SOAK_WORKERS` (6), `LINEA_SOAK_TIMEOUT` (600): the bound, in seconds, of every
@@ -43,16 +43,19 @@ enum Kind {
     SigtermWorker,
     KillWorker,
     RestartMaster,
+    /// A pod deletion or drain of the master: it stops cleanly (exit 143), then restarts.
+    SigtermMaster,
     NewWorker,
     S3(Fault),
 }
 
 /// Every kind, in the order of the report. The latency is above the hedge delay set below,
 /// so a delayed GET is also hedged.
-const KINDS: [Kind; 9] = [
+const KINDS: [Kind; 10] = [
     Kind::SigtermWorker,
     Kind::KillWorker,
     Kind::RestartMaster,
+    Kind::SigtermMaster,
     Kind::NewWorker,
     Kind::S3(Fault::Throttle),
     Kind::S3(Fault::ServerError),
@@ -66,6 +69,7 @@ fn name(kind: Kind) -> &'static str {
         Kind::SigtermWorker => "SIGTERM worker (drains, exits 0)",
         Kind::KillWorker => "kill -9 worker",
         Kind::RestartMaster => "kill -9 master, restart",
+        Kind::SigtermMaster => "SIGTERM master (stops, exits 143), restart",
         Kind::NewWorker => "new worker",
         Kind::S3(Fault::Throttle) => "S3 503 SlowDown",
         Kind::S3(Fault::ServerError) => "S3 500 InternalError",
@@ -101,7 +105,7 @@ struct Event {
 /// worker's shards read its cells. Between them, a run reads nothing (its workers cache
 /// their cells) and only writes (the checkpoint's steps).
 fn reads(kind: Kind) -> bool {
-    matches!(kind, Kind::KillWorker | Kind::NewWorker | Kind::RestartMaster)
+    matches!(kind, Kind::KillWorker | Kind::NewWorker | Kind::RestartMaster | Kind::SigtermMaster)
 }
 
 /// A round's disturbances, from the seed alone: every kind once (if `events` allows), the
@@ -248,6 +252,12 @@ impl Soak {
                 job.restart_master();
                 job.wait_for("the restarted master to answer", |_| true);
             }
+            Kind::SigtermMaster => {
+                let (exit, log) = job.sigterm_master();
+                assert_eq!(exit.code(), Some(143), "a SIGTERMed master exits 143 (restart me), not {exit}: {log}");
+                job.start_master();
+                job.wait_for("the restarted master to answer", |_| true);
+            }
             Kind::NewWorker => {
                 let known: HashSet<String> = status.workers.iter().map(|w| w.worker_id.clone()).collect();
                 job.add_workers(1);
@@ -277,7 +287,7 @@ fn chaos_soak_leaves_the_model_bytes_unchanged() {
     let input = std::env::var("LINEA_SOAK_INPUT")
         .expect("LINEA_SOAK_INPUT: the Criteo TSV to train on (scripts/soak.sh builds it and sets this)");
     let (rounds, seconds, events) =
-        (setting("LINEA_SOAK_ROUNDS", 1u32), setting("LINEA_SOAK_SECONDS", 0u64), setting("LINEA_SOAK_EVENTS", 9));
+        (setting("LINEA_SOAK_ROUNDS", 1u32), setting("LINEA_SOAK_SECONDS", 0u64), setting("LINEA_SOAK_EVENTS", 10));
     let (seed, workers, timeout) =
         (setting("LINEA_SOAK_SEED", 1u64), setting("LINEA_SOAK_WORKERS", 6usize), setting("LINEA_SOAK_TIMEOUT", 600));
     assert!(workers >= 2, "LINEA_SOAK_WORKERS: at least 2");

@@ -161,3 +161,41 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
         "the disturbed elastic run's model differs from the undisturbed one"
     );
 }
+
+/// A master told to wait for 8 workers, of which 2 come: after --wait-for-workers-timeout
+/// it starts with those (saying so in its log), rather than waiting for ever, and computes
+/// the same model as one process (slots are logical: any number of workers gives its bytes).
+#[test]
+fn a_master_waiting_for_workers_that_never_come_starts_with_those_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "rcv1-small/rcv1_small.vw", "vw", "500");
+    let l2 = chicle_l2(1000);
+    let params = [
+        "--algorithm",
+        "cocoa",
+        "--loss",
+        "hinge",
+        "--l2",
+        &l2,
+        "--slots",
+        "8",
+        "--elastic",
+        "--elastic-clock",
+        "epochs",
+        "--gap-tolerance",
+        "1e-6",
+        "--epochs",
+        "20000",
+    ];
+    let reference = path(dir.path(), "reference");
+    ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let master_params = [&params[..], &["--wait-for-workers", "8", "--wait-for-workers-timeout", "1"]].concat();
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &master_params);
+    job.add_workers(2);
+    let log = job.finish();
+    assert!(log.contains("of the 8 workers waited for: the others did not join within 1s"), "{log}");
+    assert!(std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(), "other bytes than one process");
+}

@@ -2,9 +2,11 @@
 //! Issue 14's diagnosis tool; `bench/elastic-bench.sh` is the benchmark itself.
 //!
 //! `cocoa-knee [--lambda 0.01,0.001] [--slots 1,2,4,8,16] [--no-bias] [--sigma-cap C,...]
-//!  [--passes H] [--max-epochs E] [--sim-budget S] NAME=GRID ...`
+//!  [--sigma K,per-feature,C,...] [--passes H] [--max-epochs E] [--sim-budget S] NAME=GRID ...`
 //!
-//! For every set, lambda (Chicle's, `l2 = lambda n / 2`), sigma' cap (`safe` = K) and K it
+//! For every set, lambda (Chicle's, `l2 = lambda n / 2`), sigma' (`K` or `safe`: CoCoA+'s
+//! scalar K; `per-feature`: the number of slots holding each feature; a number C: the scalar
+//! min(K, C); `--sigma-cap` is the same list without `per-feature`) and K it
 //! prints the epochs to relative duality gap 1e-2 .. 1e-6, the simulated cluster seconds
 //! (`linea_bench::slot_clock`) to 1e-4 .. 1e-6, and the epoch-count speed-up over K = 1
 //! under perfect scaling (an epoch of K slots costing 1/K of one slot's): Chicle's Figure 1.
@@ -14,7 +16,7 @@ use linea_bench::elastic_run::without_bias;
 use linea_bench::slot_clock::{SlotSeconds, TimedRunner, thread_cpu_seconds};
 use linea_engine::Loss;
 use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction};
-use linea_engine::cocoa::{Cocoa, CocoaConfig, CocoaPhase};
+use linea_engine::cocoa::{Aggregation, Cocoa, CocoaConfig, CocoaPhase};
 use linea_engine::grid::InMemoryGrid;
 use linea_worker::gridload;
 use linea_worker::prepare::BIAS;
@@ -22,12 +24,40 @@ use linea_worker::storage::LocalStorage;
 
 const TARGETS: [f64; 5] = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6];
 
+/// How a run couples its slots.
+#[derive(Clone, Copy)]
+enum Sigma {
+    /// CoCoA+'s safe scalar sigma' = K.
+    K,
+    /// The scalar min(K, cap).
+    Cap(f64),
+    /// sigma'_j = the number of slots holding feature j.
+    PerFeature,
+}
+
+impl Sigma {
+    fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "safe" | "K" => Ok(Sigma::K),
+            "per-feature" => Ok(Sigma::PerFeature),
+            c => c.parse().map(Sigma::Cap).map_err(|_| format!("{c:?} is neither K (safe), per-feature nor a number")),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Sigma::K => "K".into(),
+            Sigma::Cap(c) => format!("min(K, {c})"),
+            Sigma::PerFeature => "per feature".into(),
+        }
+    }
+}
+
 struct Args {
     lambdas: Vec<f64>,
     slots: Vec<u32>,
     no_bias: bool,
-    /// `None`: sigma' = K.
-    caps: Vec<Option<f64>>,
+    sigmas: Vec<Sigma>,
     passes: u32,
     max_epochs: u32,
     sim_budget: f64,
@@ -48,7 +78,7 @@ fn parse() -> Result<Args, String> {
         lambdas: vec![0.01],
         slots: vec![1, 2, 4, 8, 16],
         no_bias: false,
-        caps: vec![None],
+        sigmas: vec![Sigma::K],
         passes: 1,
         max_epochs: 3000,
         sim_budget: 20.0,
@@ -60,12 +90,17 @@ fn parse() -> Result<Args, String> {
             "--lambda" => args.lambdas = list(it.next(), "--lambda")?,
             "--slots" => args.slots = list(it.next(), "--slots")?,
             "--no-bias" => args.no_bias = true,
-            "--sigma-cap" => {
-                args.caps = list::<String>(it.next(), "--sigma-cap")?
-                    .into_iter()
-                    .map(|c| if c == "safe" { Ok(None) } else { c.parse().map(Some).map_err(|_| c) })
-                    .collect::<Result<_, _>>()
-                    .map_err(|c| format!("--sigma-cap: {c:?} is neither safe nor a number"))?
+            "--sigma-cap" | "--sigma" => {
+                let flag = arg.clone();
+                args.sigmas = list::<String>(it.next(), &flag)?
+                    .iter()
+                    .map(|c| match Sigma::parse(c) {
+                        Ok(Sigma::PerFeature) if flag == "--sigma-cap" => {
+                            Err(format!("{flag}: per-feature is a --sigma"))
+                        }
+                        other => other.map_err(|e| format!("{flag}: {e}")),
+                    })
+                    .collect::<Result<_, _>>()?
             }
             "--passes" => args.passes = list(it.next(), "--passes")?.first().copied().unwrap_or(1),
             "--max-epochs" => args.max_epochs = list(it.next(), "--max-epochs")?.first().copied().unwrap_or(3000),
@@ -74,7 +109,7 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.sets.is_empty() {
-        return Err("usage: cocoa-knee [--lambda L,...] [--slots K,...] [--no-bias] [--sigma-cap safe|C,...] [--passes H] [--max-epochs E] [--sim-budget S] NAME=GRID ...".into());
+        return Err("usage: cocoa-knee [--lambda L,...] [--slots K,...] [--no-bias] [--sigma K|per-feature|C,...] [--passes H] [--max-epochs E] [--sim-budget S] NAME=GRID ...".into());
     }
     Ok(args)
 }
@@ -90,12 +125,15 @@ impl Run {
     }
 }
 
-fn run(grid: &InMemoryGrid, l2: f64, slots: u32, cap: Option<f64>, args: &Args) -> Result<Run, String> {
+fn run(grid: &InMemoryGrid, l2: f64, slots: u32, sigma: Sigma, args: &Args) -> Result<Run, String> {
     let err = |e: linea_engine::EngineError| e.to_string();
-    let mut config = CocoaConfig::new(Loss::Hinge, l2, slots, args.passes, args.max_epochs, 1e-6, 0).map_err(err)?;
-    if let Some(cap) = cap {
-        config = config.with_sigma_cap(cap).map_err(err)?;
+    let config = CocoaConfig::new(Loss::Hinge, l2, slots, args.passes, args.max_epochs, 1e-6, 0).map_err(err)?;
+    let config = match sigma {
+        Sigma::K => config.with_aggregation(Aggregation::Scalar),
+        Sigma::Cap(cap) => config.with_aggregation(Aggregation::Scalar).and_then(|c| c.with_sigma_cap(cap)),
+        Sigma::PerFeature => config.with_aggregation(Aggregation::PerFeature),
     }
+    .map_err(err)?;
     let slot_seconds = SlotSeconds::default();
     let mut cocoa = Cocoa::for_grid(config, grid).map_err(err)?;
     let mut runner = TimedRunner::new(cocoa.kernel().clone(), grid, 1, slot_seconds.clone()).map_err(err)?;
@@ -143,10 +181,10 @@ fn main() {
                 "| sigma' | K | epochs to 1e-2 | 1e-3 | 1e-4 | 1e-5 | 1e-6 | sim s to 1e-4 | 1e-5 | 1e-6 | end: epochs, gap | perfect-scaling speed-up over K=1 at 1e-4 / 1e-6 |"
             );
             println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-            for &cap in &args.caps {
+            for &sigma in &args.sigmas {
                 let mut base: Option<Run> = None;
                 for &k in &args.slots {
-                    let run = run(&grid, l2, k, cap, &args).unwrap_or_else(|e| {
+                    let run = run(&grid, l2, k, sigma, &args).unwrap_or_else(|e| {
                         eprintln!("error: {name} K={k}: {e}");
                         std::process::exit(1)
                     });
@@ -165,7 +203,7 @@ fn main() {
                     let last = run.points.last().map_or(f64::NAN, |p| p.0);
                     println!(
                         "| {} | {k} | {} | {} | {}, {last:.1e} | {} / {} |",
-                        cap.map_or("K".into(), |c| format!("min(K, {c})")),
+                        sigma.describe(),
                         epochs.join(" | "),
                         sims.join(" | "),
                         run.points.len(),

@@ -3,7 +3,7 @@
 //! on prepared grids. Run by `bench/elastic-bench.sh`, which documents the sets.
 //!
 //! `elastic-bench [--lambda 0.01] [--wall-budget S] [--sim-budget S] [--static 1,2,4,8,16]
-//!  [--elastic-factor 4] [--elastic-threshold 1.25] [--no-bias] [--sigma-cap C] NAME=GRID ...`
+//!  [--elastic-factor 4] [--elastic-threshold 1.25] [--no-bias] [--sigma K|per-feature] [--sigma-cap C] NAME=GRID ...`
 //!
 //! `--no-bias` drops the grid's bias block (Chicle's SVM has no intercept); `--sigma-cap C`
 //! runs CoCoA+ with `sigma' = min(K, C)` instead of the safe K.
@@ -15,6 +15,7 @@
 
 use linea_bench::elastic_run::{Budget, Setting, Trace, run};
 use linea_engine::Loss;
+use linea_engine::cocoa::Aggregation;
 use linea_worker::gridload;
 use linea_worker::storage::LocalStorage;
 
@@ -30,6 +31,7 @@ struct Args {
     threshold: f64,
     no_bias: bool,
     sigma_cap: Option<f64>,
+    aggregation: Aggregation,
     sets: Vec<(String, String)>,
 }
 
@@ -42,6 +44,7 @@ fn parse() -> Result<Args, String> {
         threshold: 1.25,
         no_bias: false,
         sigma_cap: None,
+        aggregation: Aggregation::PerFeature,
         sets: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -59,6 +62,13 @@ fn parse() -> Result<Args, String> {
             "--elastic-threshold" => args.threshold = number(it.next(), "--elastic-threshold")?,
             "--no-bias" => args.no_bias = true,
             "--sigma-cap" => args.sigma_cap = Some(number(it.next(), "--sigma-cap")?),
+            "--sigma" => {
+                args.aggregation = match it.next().as_deref() {
+                    Some("K") => Aggregation::Scalar,
+                    Some("per-feature") => Aggregation::PerFeature,
+                    other => return Err(format!("--sigma takes K or per-feature, not {other:?}")),
+                }
+            }
             "--static" => {
                 let list = it.next().unwrap_or_default();
                 let parsed: Option<Vec<u32>> = list.split(',').map(|k| k.parse().ok().filter(|&k| k > 0)).collect();
@@ -68,13 +78,13 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.sets.is_empty() {
-        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] [--no-bias] [--sigma-cap C] NAME=GRID ...".into());
+        return Err("usage: elastic-bench [--lambda L] [--wall-budget S] [--sim-budget S] [--static K,...] [--elastic-factor M] [--elastic-threshold D] [--no-bias] [--sigma K|per-feature] [--sigma-cap C] NAME=GRID ...".into());
     }
     Ok(args)
 }
 
 fn settings(args: &Args) -> Vec<Setting> {
-    let (factor, threshold, sigma_cap) = (args.factor, args.threshold, args.sigma_cap);
+    let (factor, threshold, sigma_cap, aggregation) = (args.factor, args.threshold, args.sigma_cap, args.aggregation);
     let one = |slots: u32, elastic_min| Setting {
         slots,
         elastic_min,
@@ -82,6 +92,7 @@ fn settings(args: &Args) -> Vec<Setting> {
         threshold,
         threads: slots.min(2) as usize,
         sigma_cap,
+        aggregation,
     };
     let mut all: Vec<Setting> = args.statics.iter().map(|&k| one(k, None)).collect();
     all.push(one(16, Some(1)));
@@ -144,7 +155,11 @@ fn main() {
             grid.nnz(),
             args.lambda,
             if args.no_bias { "off" } else { "on" },
-            args.sigma_cap.map_or("K".into(), |c| format!("min(K, {c})")),
+            match (args.sigma_cap, args.aggregation) {
+                (Some(c), _) => format!("min(K, {c})"),
+                (None, Aggregation::Scalar) => "K".into(),
+                (None, Aggregation::PerFeature) => "per feature (s_j slots hold feature j)".into(),
+            },
             args.factor,
             args.threshold
         );

@@ -3,7 +3,7 @@
 
 use super::layout::Layout;
 use super::rows::SlotRows;
-use super::solver::{Subproblem, local_solve, objective_terms};
+use super::solver::{FeatureWeights, Subproblem, local_solve, local_solve_per_feature, objective_terms};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange};
@@ -28,7 +28,13 @@ pub enum CocoaPhase {
     /// H local SDCA passes from the shared vector `v = X'alpha` of the epoch's start.
     /// Each slot adds `X_k' delta_alpha_k` (rounded once per feature) into a range sum of
     /// the feature count, and returns its new dual variables as the payload.
-    LocalSolve { epoch: u32, v: Vec<f64> },
+    /// `spread`: per-feature aggregation ([`super::config::Aggregation::PerFeature`]), the
+    /// number of slots holding each feature, from a [`CocoaPhase::Spread`]; `None`: the
+    /// kernel's scalar `sigma'`.
+    LocalSolve { epoch: u32, v: Vec<f64>, spread: Option<Vec<u32>> },
+    /// Each slot adds 1 for every feature its rows hold a non-zero of, into a range sum of
+    /// the feature count: the master gets, exactly, how many slots share each feature.
+    Spread,
     /// Exact sums of the losses at `w` and of the conjugates at `-alpha`.
     Evaluate { w: Vec<f64> },
 }
@@ -49,6 +55,9 @@ pub struct SlotState {
     pub alpha: Vec<f64>,
     /// The slot's rows; gathered from the grid on first use.
     rows: Option<SlotRows>,
+    /// The per-feature weights of the last `spread` the slot solved with (they change only
+    /// when the slots do, and then the slot is rebuilt).
+    weights: Option<(Vec<u32>, FeatureWeights)>,
 }
 
 impl CocoaKernel {
@@ -73,7 +82,24 @@ impl CocoaKernel {
                 self.slot_len(slot)
             )));
         }
-        Ok(SlotState { alpha, rows: None })
+        Ok(SlotState { alpha, rows: None, weights: None })
+    }
+
+    /// The spread (slots sharing the feature) of each of the slot's local features, checked:
+    /// every one is in `1..=K`, as the slot itself holds it.
+    fn local_spread(&self, unit: usize, rows: &SlotRows, spread: &[u32]) -> Result<Vec<u32>, EngineError> {
+        if spread.len() != self.features() {
+            return Err(EngineError::Corrupt(format!("spread of {} for {}", spread.len(), self.features())));
+        }
+        let slots = self.layout.slots() as u32;
+        let local: Vec<u32> = rows.globals.iter().map(|&j| spread[j as usize]).collect();
+        match local.iter().position(|&s| s == 0 || s > slots) {
+            Some(at) => Err(EngineError::Corrupt(format!(
+                "slot {unit}: feature {} is held by {} of {slots} slots",
+                rows.globals[at], local[at]
+            ))),
+            None => Ok(local),
+        }
     }
 
     /// A slot's report from a `LocalSolve` payload, its dual variables checked against its
@@ -111,7 +137,7 @@ impl Kernel for CocoaKernel {
     /// layout before the first epoch, as LIBLINEAR has its problem before it trains.
     fn fresh<G: GridSource>(&self, unit: usize, grid: &G) -> Result<SlotState, G::Error> {
         let rows = SlotRows::gather(&self.layout, &self.block_offsets, self.loss, unit, grid)?;
-        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows) })
+        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows), weights: None })
     }
 
     fn run<G: GridSource>(
@@ -126,7 +152,7 @@ impl Kernel for CocoaKernel {
         }
         let rows = state.rows.as_ref().expect("gathered above");
         match phase {
-            CocoaPhase::LocalSolve { epoch, v } => {
+            CocoaPhase::LocalSolve { epoch, v, spread } => {
                 if v.len() != self.features() {
                     return Err(
                         EngineError::Corrupt(format!("shared vector of {} for {}", v.len(), self.features())).into()
@@ -134,8 +160,29 @@ impl Kernel for CocoaKernel {
                 }
                 let orders: Vec<Vec<u32>> =
                     (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
-                let problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
-                let solve = local_solve(problem, rows, &mut state.alpha, v, orders.iter().map(Vec::as_slice));
+                let orders = orders.iter().map(Vec::as_slice);
+                let mut problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
+                let solve = match spread {
+                    None => local_solve(problem, rows, &mut state.alpha, v, orders),
+                    Some(spread) => {
+                        let local = self.local_spread(unit, rows, spread)?;
+                        match local.first().filter(|&&s| local.iter().all(|&t| t == s)) {
+                            // One weight for all the slot's features: the scalar problem.
+                            Some(&s) => {
+                                problem.sigma = s as f64;
+                                local_solve(problem, rows, &mut state.alpha, v, orders)
+                            }
+                            None => {
+                                if state.weights.as_ref().is_none_or(|(cached, _)| *cached != local) {
+                                    let sigma = local.iter().map(|&s| s as f64).collect();
+                                    state.weights = Some((local, FeatureWeights::new(rows, sigma)));
+                                }
+                                let weights = &state.weights.as_ref().expect("set above").1;
+                                local_solve_per_feature(problem, weights, rows, &mut state.alpha, v, orders)
+                            }
+                        }
+                    }
+                };
                 // Each slot's change of v is checked against the range that proves the sum
                 // over all slots exact (crate::fixed).
                 let range = SumRange::for_partials(self.layout.slots());
@@ -148,6 +195,11 @@ impl Kernel for CocoaKernel {
                     .collect::<Result<_, EngineError>>()?;
                 let report = SlotReport { alpha: state.alpha.clone(), progress: solve.progress };
                 Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: encode(&report) })
+            }
+            CocoaPhase::Spread => {
+                let one = SumRange::for_partials(self.layout.slots()).fixed(Quantity::SharedVector, 1.0)?;
+                let sums = rows.globals.iter().map(|&j| (j, one)).collect();
+                Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: Vec::new() })
             }
             CocoaPhase::Evaluate { w } => {
                 if w.len() != self.features() {

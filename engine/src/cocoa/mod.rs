@@ -7,8 +7,9 @@
 //! `D(alpha) = -sum_i loss*(-alpha_i) - |X'alpha|^2 / (2 lambda)`, `w(alpha) = X'alpha / lambda`.
 //!
 //! One epoch: every slot k runs H SDCA passes over its rows on CoCoA+'s local subproblem
-//! with `sigma' = K`, from the shared vector `v = X'alpha` ([`CocoaPhase::LocalSolve`]); the
-//! master adds the slots' changes `X_k' delta_alpha_k` into `v` (adding, not averaging); then
+//! with `sigma'_j` = the number of slots holding feature j (the default, as safe as CoCoA+'s
+//! scalar `sigma' = K`, which [`config::Aggregation::Scalar`] keeps), from the shared vector
+//! `v = X'alpha` ([`CocoaPhase::LocalSolve`]); the master adds the slots' changes `X_k' delta_alpha_k` into `v` (adding, not averaging); then
 //! every slot sums its losses at `w = v / lambda` and its conjugates
 //! ([`CocoaPhase::Evaluate`]), and the master forms the primal, the dual and their gap.
 //! `P(w) - P* <= P(w) - D(alpha)`, so the gap certifies how far the model is from the
@@ -19,8 +20,8 @@
 //!
 //! Elastic ([`elastic`], Chicle): after an epoch the master may scale in from K to K/m slots;
 //! each remaining slot takes the partitions and dual variables of m old slots and solves them
-//! as one local problem (`sigma' = K/m` from then on). The decision is part of the epoch's
-//! step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
+//! as one local problem (`sigma' = K/m`, or per feature the counts of the K/m slots, from
+//! then on). The decision is part of the epoch's step, so a checkpoint replays it, and the runner rebuilds the merged slots from the
 //! committed dual variables ([`Runner::reconfigure`]).
 //!
 //! Accelerated ([`catalyst`], `--accelerate`): the epochs solve a sequence of proximal
@@ -40,6 +41,8 @@ pub mod config;
 pub mod elastic;
 pub mod kernel;
 pub mod layout;
+#[cfg(test)]
+mod per_feature_tests;
 pub mod rows;
 pub mod schedule;
 #[cfg(test)]
@@ -52,7 +55,7 @@ pub mod state;
 mod tests;
 
 pub use catalyst::{AccelerateConfig, CatalystState, CatalystStep};
-pub use config::CocoaConfig;
+pub use config::{Aggregation, CocoaConfig};
 pub use elastic::{Clock, ElasticConfig, ScaleIn};
 pub use kernel::{CocoaKernel, CocoaPhase, SlotReport, SlotState};
 pub use schedule::GapSchedule;
@@ -78,6 +81,10 @@ pub struct Cocoa {
     clock: Option<WallClock>,
     /// The outer loop's constants when accelerated (its state is `state.catalyst`).
     catalyst: Option<catalyst::Catalyst>,
+    /// Per-feature aggregation: the slot count and how many of its slots hold each feature.
+    /// Counted by the slots when the slot count is new (the first epoch, a scale-in, a
+    /// restarted master), never checkpointed: it is a function of the data and the layout.
+    spread: Option<(u32, Vec<u32>)>,
 }
 
 impl Cocoa {
@@ -122,7 +129,7 @@ impl Cocoa {
             scale_ins: Vec::new(),
             catalyst: catalyst.map(|_| catalyst::CatalystState::start(features)),
         };
-        Ok(Self { config, kernel, state, clock: None, catalyst })
+        Ok(Self { config, kernel, state, clock: None, catalyst, spread: None })
     }
 
     /// Measures each epoch with `clock` (seconds): the record's `seconds`, and the elastic
@@ -132,7 +139,8 @@ impl Cocoa {
         self
     }
 
-    /// The kernel of K slots: the same partitions, `sigma' = K`.
+    /// The kernel of K slots: the same partitions, scalar `sigma'` for K (per-feature
+    /// weights travel with each phase, [`Self::spread`]).
     fn kernel_for(&self, slots: u32) -> CocoaKernel {
         CocoaKernel {
             sigma: self.config.sigma(slots),
@@ -186,6 +194,39 @@ impl Cocoa {
     /// The outer loop's state and constants, when accelerated and consistent.
     fn accelerated(&self) -> Option<(&catalyst::Catalyst, &CatalystState)> {
         self.catalyst.as_ref().zip(self.state.catalyst.as_ref())
+    }
+
+    /// How many slots hold each feature, for the current slot count: counted by a
+    /// [`CocoaPhase::Spread`] when the slot count is new. The counts are exact integers.
+    fn spread<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Vec<u32>, R::Error> {
+        let slots = self.state.slots;
+        if let Some((counted, spread)) = &self.spread
+            && *counted == slots
+        {
+            return Ok(spread.clone());
+        }
+        let features = self.kernel.features();
+        let request = PhaseRequest {
+            phase: CocoaPhase::Spread,
+            reduction: Reduction::RangeSum { len: features },
+            mutates: false,
+        };
+        let sums = runner.run(request)?.sums.sums;
+        if sums.len() != features {
+            return Err(EngineError::Corrupt(format!("spread of {} for {features} features", sums.len())).into());
+        }
+        let spread = sums
+            .iter()
+            .map(|&x| {
+                let count = from_fixed128(x);
+                let whole = count >= 0.0 && count <= slots as f64 && count.fract() == 0.0;
+                whole
+                    .then_some(count as u32)
+                    .ok_or_else(|| EngineError::Corrupt(format!("a feature held by {count} of {slots} slots")))
+            })
+            .collect::<Result<Vec<u32>, EngineError>>()?;
+        self.spread = Some((slots, spread.clone()));
+        Ok(spread)
     }
 
     /// The primal, dual and gap at the current state, from an [`CocoaPhase::Evaluate`].
@@ -293,8 +334,12 @@ impl Algorithm for Cocoa {
             Some((catalyst, state)) => catalyst.shared(state, &v),
             None => v,
         };
+        let spread = match self.config.per_feature(self.state.slots) {
+            true => Some(self.spread(runner)?),
+            false => None,
+        };
         let request = PhaseRequest {
-            phase: CocoaPhase::LocalSolve { epoch, v },
+            phase: CocoaPhase::LocalSolve { epoch, v, spread },
             reduction: Reduction::RangeSum { len: self.kernel.features() },
             mutates: true,
         };

@@ -110,6 +110,13 @@ impl SlotRows {
         self.targets.len()
     }
 
+    /// The CSR arrays, for loops that hoist the value kind out of their rows: row starts
+    /// (row `i` is `starts[i]..starts[i + 1]`), local features, values (`None`: all 1).
+    #[inline]
+    pub(crate) fn csr(&self) -> (&[usize], &[u32], Option<&[f64]>) {
+        (&self.starts, &self.features, self.values.as_deref())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.targets.is_empty()
     }
@@ -147,6 +154,34 @@ impl SlotRows {
                 z[j as usize] += a * x;
                 y[j as usize] += b * x;
             }),
+        }
+    }
+
+    /// `z += a x_i` and `y_j += (b scale_j) x_ij` in one pass over the row (per-feature
+    /// CoCoA: the local model moves by each feature's own `sigma'_j / lambda`).
+    #[inline]
+    pub fn add_to_both_scaled(&self, i: usize, (a, z): (f64, &mut [f64]), (b, scale, y): (f64, &[f64], &mut [f64])) {
+        let range = self.starts[i]..self.starts[i + 1];
+        let features = &self.features[range.clone()];
+        match &self.values {
+            None => features.iter().for_each(|&j| {
+                z[j as usize] += a;
+                y[j as usize] += b * scale[j as usize];
+            }),
+            Some(values) => features.iter().zip(&values[range]).for_each(|(&j, &x)| {
+                z[j as usize] += a * x;
+                y[j as usize] += (b * scale[j as usize]) * x;
+            }),
+        }
+    }
+
+    /// `sum_j weight_j x_ij^2` for a weight per local feature.
+    pub fn weighted_norm(&self, i: usize, weight: &[f64]) -> f64 {
+        let range = self.starts[i]..self.starts[i + 1];
+        let features = &self.features[range.clone()];
+        match &self.values {
+            None => features.iter().map(|&j| weight[j as usize]).sum(),
+            Some(values) => features.iter().zip(&values[range]).map(|(&j, &x)| weight[j as usize] * x * x).sum(),
         }
     }
 

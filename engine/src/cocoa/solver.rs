@@ -2,9 +2,10 @@
 //! dual objectives. Pure functions of the slot's rows, dual variables and the phase.
 
 use super::rows::SlotRows;
-use crate::loss::{Loss, softplus_with};
+use crate::loss::Loss;
 #[cfg(target_arch = "x86_64")]
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::softplus_inline;
 
 /// The constants of CoCoA+'s local subproblem.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,24 +39,82 @@ pub fn local_solve<'o>(
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
 ) -> LocalSolve {
+    solve(problem, Coupling::Scalar, rows, alpha, v, orders)
+}
+
+/// Each local feature's `sigma'_j` and each row's `sum_j sigma'_j x_ij^2`, for
+/// [`local_solve_per_feature`]: computed once per slot and weighting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureWeights {
+    /// `sigma'_j` of each local feature (the slot's features, in [`SlotRows::globals`] order).
+    pub sigma: Vec<f64>,
+    /// `sum_j sigma'_j x_ij^2` of each row.
+    pub norms: Vec<f64>,
+}
+
+impl FeatureWeights {
+    /// The weights `sigma` (one per local feature) and the rows' weighted norms.
+    pub fn new(rows: &SlotRows, sigma: Vec<f64>) -> Self {
+        let norms = (0..rows.len()).map(|i| rows.weighted_norm(i, &sigma)).collect();
+        Self { sigma, norms }
+    }
+}
+
+/// [`local_solve`] with `sigma'` per feature (`problem.sigma` is not used): CoCoA+'s local
+/// subproblem with `sigma' |X_k' d|^2` replaced by `sum_j sigma'_j (X_k' d)_j^2`, so a step
+/// has `m = x_i.(v + diag(sigma') u) / lambda` and `q = sum_j sigma'_j x_ij^2 / lambda`.
+pub fn local_solve_per_feature<'o>(
+    problem: Subproblem,
+    weights: &FeatureWeights,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    v: &[f64],
+    orders: impl IntoIterator<Item = &'o [u32]>,
+) -> LocalSolve {
+    solve(problem, Coupling::PerFeature(weights), rows, alpha, v, orders)
+}
+
+/// How a local solve weighs its own update.
+#[derive(Clone, Copy)]
+enum Coupling<'w> {
+    /// `problem.sigma` for every feature.
+    Scalar,
+    PerFeature(&'w FeatureWeights),
+}
+
+fn solve<'o>(
+    problem: Subproblem,
+    coupling: Coupling,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    v: &[f64],
+    orders: impl IntoIterator<Item = &'o [u32]>,
+) -> LocalSolve {
     let orders: Vec<&[u32]> = orders.into_iter().collect();
     #[cfg(target_arch = "x86_64")]
     if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(
             problem: Subproblem,
+            coupling: Coupling,
             rows: &SlotRows,
             alpha: &mut [f64],
             v: &[f64],
             orders: &[&[u32]],
         ) -> LocalSolve {
-            solve_loop(problem, rows, alpha, v, orders, exp_inline)
+            match coupling {
+                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline),
+                Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, exp_inline),
+            }
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(problem, rows, alpha, v, &orders) };
+        return unsafe { compiled_for_fma(problem, coupling, rows, alpha, v, &orders) };
     }
-    solve_loop(problem, rows, alpha, v, &orders, f64::exp)
+    match coupling {
+        Coupling::Scalar => solve_loop(problem, rows, alpha, v, &orders, f64::exp),
+        Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, &orders, f64::exp),
+    }
 }
 
 /// [`local_solve`]'s loop, one copy per `exp`.
@@ -103,6 +162,39 @@ pub struct LocalSolve {
     pub progress: f64,
 }
 
+/// [`local_solve_per_feature`]'s loop, one copy per `exp`: [`solve_loop`] with the local
+/// model's update scaled per feature.
+#[inline(always)]
+fn solve_loop_per_feature(
+    problem: Subproblem,
+    weights: &FeatureWeights,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    v: &[f64],
+    orders: &[&[u32]],
+    exp: impl Fn(f64) -> f64 + Copy,
+) -> LocalSolve {
+    let Subproblem { loss, lambda, .. } = problem;
+    let scale: Vec<f64> = weights.sigma.iter().map(|&s| s / lambda).collect();
+    let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
+    let mut u = vec![0.0; rows.globals.len()];
+    let mut progress = 0.0;
+    for order in orders {
+        for &i in *order {
+            let i = i as usize;
+            let m = rows.dot(i, &model);
+            let q = weights.norms[i] / lambda;
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
+            if step.delta != 0.0 {
+                alpha[i] = step.alpha;
+                progress += q * step.delta * step.delta;
+                rows.add_to_both_scaled(i, (step.delta, &mut u), (step.delta, &scale, &mut model));
+            }
+        }
+    }
+    LocalSolve { u, progress: progress / 2.0 }
+}
+
 /// A slot's objective terms, each summed in row order.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ObjectiveTerms {
@@ -120,7 +212,7 @@ pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) ->
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
-            terms_loop(rows, alpha, local, |y, f| softplus_with(-y * f, exp_inline))
+            terms_loop(rows, alpha, local, |y, f| softplus_inline(-y * f))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]

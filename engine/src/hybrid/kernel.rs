@@ -5,6 +5,7 @@
 use super::config::Mixing;
 use super::layout::{GRAIN, Layout};
 use super::online::{adagrad_pass, perceptron_pass, sgd_pass};
+use super::pass::grain_pass;
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput};
 use crate::cocoa::rows::SlotRows;
 use crate::error::EngineError;
@@ -44,6 +45,9 @@ pub enum LinearPhase {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SlotData {
     rows: Option<SlotRows>,
+    /// The local features each of the slot's grains touches, ascending: the entries of a
+    /// grain's gradient, found once with the rows rather than on every pass.
+    grain_features: Vec<Vec<u32>>,
 }
 
 impl LinearKernel {
@@ -70,42 +74,56 @@ impl LinearKernel {
         Ok(())
     }
 
-    /// The loss and gradient sums of a slot, one exact partial per grain.
-    fn evaluate(&self, unit: usize, rows: &SlotRows, w: &[f64]) -> Result<Contribution, EngineError> {
+    /// Rows `from..to` of slot `unit` (slot-local numbering) of each of its grains.
+    fn grain_rows(&self, unit: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let first = self.layout.slot_rows(unit).start;
+        self.layout
+            .slot_grains(unit)
+            .map(move |grain| grain * GRAIN - first..((grain + 1) * GRAIN).min(self.layout.rows()) - first)
+    }
+
+    /// The local features each grain of slot `unit` touches, ascending. A slot of one grain
+    /// (L-BFGS alone runs one per grain) touches every local feature: they are numbered
+    /// from the slot's rows.
+    fn grain_features(&self, unit: usize, rows: &SlotRows) -> Vec<Vec<u32>> {
+        if self.layout.slot_grains(unit).len() == 1 {
+            return vec![(0..rows.globals.len() as u32).collect()];
+        }
+        let mut seen = vec![false; rows.globals.len()];
+        self.grain_rows(unit)
+            .map(|range| {
+                let mut touched = Vec::new();
+                for i in range {
+                    for &j in rows.row(i).0 {
+                        if !seen[j as usize] {
+                            seen[j as usize] = true;
+                            touched.push(j);
+                        }
+                    }
+                }
+                touched.sort_unstable();
+                touched.iter().for_each(|&j| seen[j as usize] = false);
+                touched
+            })
+            .collect()
+    }
+
+    /// The loss and gradient sums of a slot, one exact partial per grain (each grain's
+    /// touched features, then its loss).
+    fn evaluate(&self, unit: usize, data: &SlotData, w: &[f64]) -> Result<Contribution, EngineError> {
+        let rows = data.rows.as_ref().expect("gathered before");
         let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
         let range = SumRange::for_partials(self.layout.grains());
         let mut acc = vec![0.0; local.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        let mut seen = vec![false; local.len()];
-        let mut sums = Vec::new();
-        let first = self.layout.slot_rows(unit).start;
-        for grain in self.layout.slot_grains(unit) {
-            let from = grain * GRAIN - first;
-            let to = ((grain + 1) * GRAIN).min(self.layout.rows()) - first;
-            let mut loss = 0.0;
-            for i in from..to {
-                let m = rows.dot(i, &local);
-                let y = rows.targets[i];
-                loss += self.loss.value(y, m);
-                let d = self.loss.derivatives(y, m).first;
-                let (features, values) = rows.row(i);
-                for (k, &j) in features.iter().enumerate() {
-                    let x = values.map_or(1.0, |v| v[k]);
-                    if !seen[j as usize] {
-                        seen[j as usize] = true;
-                        touched.push(j);
-                    }
-                    acc[j as usize] += d * x;
-                }
-            }
-            touched.sort_unstable();
-            for &j in &touched {
+        let entries = data.grain_features.iter().map(|t| t.len() + 1).sum();
+        let mut sums = Vec::with_capacity(entries);
+        for (rows_of_grain, touched) in self.grain_rows(unit).zip(&data.grain_features) {
+            let loss = grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc);
+            for &j in touched {
                 let j = j as usize;
                 sums.push((rows.globals[j], range.fixed(Quantity::Gradient, acc[j])?));
                 acc[j] = 0.0;
-                seen[j] = false;
             }
-            touched.clear();
             sums.push((self.features() as u32, range.fixed(Quantity::Loss, loss)?));
         }
         Ok(Contribution::Sparse(sums))
@@ -137,14 +155,16 @@ impl Kernel for LinearKernel {
         if state.rows.is_none() {
             let range = self.layout.slot_rows(unit);
             let layout = self.layout.row_layout();
-            state.rows = Some(SlotRows::gather_range(layout, &self.block_offsets, self.loss, range, grid)?);
+            let rows = SlotRows::gather_range(layout, &self.block_offsets, self.loss, range, grid)?;
+            state.grain_features = self.grain_features(unit, &rows);
+            state.rows = Some(rows);
         }
         let rows = state.rows.as_ref().expect("gathered above");
         let partials = SumRange::for_partials(self.layout.slots());
         let sums = match phase {
             LinearPhase::Evaluate { w } => {
                 self.check_len(w)?;
-                self.evaluate(unit, rows, w)?
+                self.evaluate(unit, state, w)?
             }
             LinearPhase::Adagrad => {
                 let mut local = vec![0.0; rows.globals.len()];

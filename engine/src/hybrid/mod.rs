@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod layout;
 pub mod lbfgs;
 pub mod online;
+mod pass;
 pub mod state;
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@
 //! zero. Beyond [`MAX_COARSE_BLOCKS`] blocks there is no correction.
 
 use crate::fixed::prediction_value;
-use crate::grid::Cell;
+use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scd::fast_exp::Exp;
 use crate::scd::kernels::{DirectionSums, LogisticInline, RowDerivatives, logistic_value_inline};
@@ -36,20 +36,23 @@ pub const MAX_COARSE_BLOCKS: usize = 256;
 /// How many past epochs' moves join the subspace.
 pub const HISTORY: usize = 4;
 
-/// Row values of every direction, `z[i * D + d]`, for one shard: the block indicators
-/// (`cells[k]` is block k's cell of the shard), then the moves since each snapshot.
-fn subspace_rows(cells: &[&Cell], snapshots: &[&[i64]], predictions: &[i64]) -> Vec<f64> {
+/// Lanes of the Hessian's vector loop (AVX2: four `f64`); its rows are padded to a multiple.
+const LANES: usize = 4;
+
+/// Row values of every direction, `z[i * stride + d]`, for one shard: the block indicators
+/// (`cells[k]` is block k's cell of the shard), then the moves since each snapshot; the
+/// `stride - D` columns after them stay 0.
+fn subspace_rows(cells: &[&Cell], snapshots: &[&[i64]], predictions: &[i64], stride: usize) -> Vec<f64> {
     let (k, rows) = (cells.len(), predictions.len());
-    let width = k + snapshots.len();
-    let mut z = vec![0.0; rows * width];
+    let mut z = vec![0.0; rows * stride];
     for (b, cell) in cells.iter().enumerate() {
         for (n, &row) in cell.rows.iter().enumerate() {
-            z[row as usize * width + b] += cell.value(n);
+            z[row as usize * stride + b] += cell.value(n);
         }
     }
     for (h, snapshot) in snapshots.iter().enumerate() {
         for (i, (&now, &then)) in predictions.iter().zip(snapshot.iter()).enumerate() {
-            z[i * width + k + h] = prediction_value(now.wrapping_sub(then));
+            z[i * stride + k + h] = prediction_value(now.wrapping_sub(then));
         }
     }
     z
@@ -103,38 +106,63 @@ fn coarse_statistics(
     hessian: bool,
 ) -> Vec<f64> {
     let (k, dims, rows) = (cells.len(), cells.len() + snapshots.len(), targets.len());
-    let derivatives: Vec<_> = targets.iter().zip(predictions).map(|(&y, &p)| loss.at(y, prediction_value(p))).collect();
+    // The derivatives as two arrays: the gradient reads only l', the Hessian only l''.
+    let (first, second): (Vec<f64>, Vec<f64>) = targets
+        .iter()
+        .zip(predictions)
+        .map(|(&y, &p)| {
+            let d = loss.at(y, prediction_value(p));
+            (d.first, d.second)
+        })
+        .unzip();
     let triangle = dims * (dims + 1) / 2;
     let mut out = vec![0.0; statistics_len(dims)];
     for (b, cell) in cells.iter().enumerate() {
-        out[b] = cell.rows.iter().enumerate().map(|(n, &row)| derivatives[row as usize].first * cell.value(n)).sum();
+        // l' x summed in the cell's order; `l' * 1.0` is `l'` exactly, so Ones skips the product.
+        out[b] = match &cell.values {
+            CellValues::Ones => cell.rows.iter().map(|&row| first[row as usize]).sum(),
+            CellValues::Real(values) => cell.rows.iter().zip(values).map(|(&row, &x)| first[row as usize] * x).sum(),
+        };
     }
     for (h, snapshot) in snapshots.iter().enumerate() {
-        out[k + h] = derivatives
+        out[k + h] = first
             .iter()
             .zip(predictions.iter().zip(snapshot.iter()))
-            .map(|(d, (&now, &then))| d.first * prediction_value(now.wrapping_sub(then)))
+            .map(|(l1, (&now, &then))| l1 * prediction_value(now.wrapping_sub(then)))
             .sum();
     }
     if hessian {
-        let z = subspace_rows(cells, snapshots, predictions);
-        let upper = &mut out[dims..dims + triangle];
-        // Row a of the triangle as one slice operation (it vectorizes), skipped when z_ia
-        // is 0: its terms would all be +-0, and adding +-0 leaves every sum's bits as they
-        // are (a sum that starts at +0 and adds finite terms is never -0).
-        for (i, d) in derivatives.iter().enumerate() {
-            let zi = &z[i * dims..(i + 1) * dims];
-            let mut at = 0;
-            for a in 0..dims {
-                let len = dims - a;
-                if zi[a] != 0.0 {
-                    let scaled = d.second * zi[a];
-                    for (u, &zb) in upper[at..at + len].iter_mut().zip(&zi[a..]) {
-                        *u += scaled * zb;
+        // Each Hessian entry (a, b), b >= a, is the row-order sum of `(l''_i z_ia) z_ib`,
+        // as it always was; what changed is the layout (docs/benchmarks.md). The sums are
+        // kept in a square whose rows are padded to whole vectors: row a adds its terms from
+        // column a rounded down to a multiple of [`LANES`] to the end, so the loop runs on
+        // whole vectors with no scalar remainder. The few entries left of the diagonal and
+        // in the padding are computed and thrown away. Rows with z_ia = 0 are skipped: their
+        // terms are all +-0, and adding +-0 leaves every sum's bits as they are (a sum that
+        // starts at +0 and adds finite terms is never -0).
+        let stride = dims.next_multiple_of(LANES);
+        let vectors = stride / LANES;
+        let z = subspace_rows(cells, snapshots, predictions, stride);
+        let (z, _) = z.as_chunks::<LANES>();
+        let mut square = vec![[0.0; LANES]; dims * vectors];
+        for (zi, &l2) in z.chunks_exact(vectors).zip(&second) {
+            let values = zi.as_flattened();
+            for (a, sums) in square.chunks_exact_mut(vectors).enumerate() {
+                if values[a] != 0.0 {
+                    let scaled = l2 * values[a];
+                    let from = a / LANES;
+                    for (u, zb) in sums[from..].iter_mut().zip(&zi[from..]) {
+                        for lane in 0..LANES {
+                            u[lane] += scaled * zb[lane];
+                        }
                     }
                 }
-                at += len;
             }
+        }
+        let mut at = dims;
+        for (a, sums) in square.chunks_exact(vectors).enumerate() {
+            out[at..at + dims - a].copy_from_slice(&sums.as_flattened()[a..dims]);
+            at += dims - a;
         }
         out[dims + triangle + 1] = rows as f64;
     }
@@ -177,7 +205,9 @@ pub fn shard_coarse_direction_sums(
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(targets: &[f64], predictions: &[i64], d: &[f64]) -> (Vec<f64>, f64) {
-            direction_loop(targets, predictions, d, Loss::Logistic, logistic_value_inline)
+            // A closure, not the function item: it is compiled for FMA with the loop (see
+            // `softplus_inline`).
+            direction_loop(targets, predictions, d, Loss::Logistic, |y, f| logistic_value_inline(y, f))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]
@@ -283,4 +313,91 @@ pub fn newton_direction(gradient: &[f64], packed: &[f64]) -> Option<Vec<f64>> {
         y[i] /= a[i * k + i];
     }
     y.iter().all(|v| v.is_finite()).then_some(y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Hessian as it was computed before the padded square: the packed triangle, row a
+    /// of it one slice operation over z_i[a..], rows with z_ia = 0 skipped.
+    fn triangle_reference(z: &[f64], second: &[f64], dims: usize) -> Vec<f64> {
+        let mut upper = vec![0.0; dims * (dims + 1) / 2];
+        for (i, &l2) in second.iter().enumerate() {
+            let zi = &z[i * dims..(i + 1) * dims];
+            let mut at = 0;
+            for a in 0..dims {
+                let len = dims - a;
+                if zi[a] != 0.0 {
+                    let scaled = l2 * zi[a];
+                    for (u, &zb) in upper[at..at + len].iter_mut().zip(&zi[a..]) {
+                        *u += scaled * zb;
+                    }
+                }
+                at += len;
+            }
+        }
+        upper
+    }
+
+    /// The vectorised statistics give the old loop's bits: every gradient and Hessian sum,
+    /// for D = 5..=12 (padding of 3, 2, 1 and 0 columns) on an impure real-valued block, a
+    /// one-hot block with rows missing and history moves of both signs.
+    #[test]
+    fn coarse_statistics_keep_the_triangle_loops_bits() {
+        let mut state = 11u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let rows = 3000u32;
+        let targets: Vec<f64> = (0..rows).map(|i| if i % 3 == 0 { 1.0 } else { -1.0 }).collect();
+        let predictions: Vec<i64> = (0..rows).map(|_| crate::fixed::quantize((next() - 0.5) * 12.0)).collect();
+        for blocks in 1..=8u32 {
+            let cells: Vec<Cell> = (0..blocks)
+                .map(|b| {
+                    let triples: Vec<(u32, u32, f64)> = (0..rows)
+                        .filter(|i| (i + b) % (b + 2) != 0)
+                        .flat_map(|i| (0..1 + (i + b) % 2).map(move |j| (i, (i + j) % 5, 0.5 + (j * b) as f64 / 3.0)))
+                        .collect();
+                    Cell::from_triples(triples)
+                })
+                .collect();
+            let cell_refs: Vec<&Cell> = cells.iter().collect();
+            let snapshots: Vec<Vec<i64>> = (0..HISTORY)
+                .map(|_| predictions.iter().map(|&p| p.wrapping_sub(crate::fixed::quantize(next() - 0.5))).collect())
+                .collect();
+            let snapshot_refs: Vec<&[i64]> = snapshots.iter().map(|s| s.as_slice()).collect();
+            let dims = cells.len() + HISTORY;
+            let out = shard_coarse_statistics(&cell_refs, &snapshot_refs, &targets, &predictions, Loss::Logistic, true);
+
+            let derivatives: Vec<_> = targets
+                .iter()
+                .zip(&predictions)
+                .map(|(&y, &p)| Loss::Logistic.derivatives(y, prediction_value(p)))
+                .collect();
+            let second: Vec<f64> = derivatives.iter().map(|d| d.second).collect();
+            let z = subspace_rows(&cell_refs, &snapshot_refs, &predictions, dims);
+            let mut expected: Vec<f64> = cells
+                .iter()
+                .map(|cell| {
+                    cell.rows.iter().enumerate().map(|(n, &row)| derivatives[row as usize].first * cell.value(n)).sum()
+                })
+                .collect();
+            for snapshot in &snapshots {
+                expected.push(
+                    derivatives
+                        .iter()
+                        .zip(predictions.iter().zip(snapshot))
+                        .map(|(d, (&now, &then))| d.first * prediction_value(now.wrapping_sub(then)))
+                        .sum(),
+                );
+            }
+            expected.extend(triangle_reference(&z, &second, dims));
+            expected.extend([rows as f64, rows as f64]);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&expected), "D = {dims}");
+            assert!(out[dims] > 0.0 && out[dims + 1] != 0.0, "the Hessian has entries: {:?}", &out[dims..dims + 2]);
+        }
+    }
 }

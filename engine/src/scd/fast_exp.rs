@@ -95,18 +95,20 @@ static TABLE: [u64; 256] = [
     0x3c77_893b_4d91_cd9d, 0x3fef_e7c1_819e_90d8, 0x3c53_05c1_4160_cc89, 0x3fef_f3c2_2b8f_71f1,
 ];
 
-/// Which `exp` the hot loops use; both give the same bits wherever [`Exp::Inline`] is chosen.
+/// Which `exp` (and `log1p`, [`super::fast_log1p`]) the hot loops use; both give the same
+/// bits wherever [`Exp::Inline`] is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exp {
     /// `f64::exp`, the C library's.
     Library,
-    /// [`exp_inline`], inside code compiled for FMA and AVX2 (see the module doc).
+    /// [`exp_inline`] and [`super::fast_log1p::log1p_inline`], inside code compiled for FMA
+    /// and AVX2 (see the module docs).
     Inline,
 }
 
 impl Exp {
-    /// [`Exp::Inline`] when this CPU has FMA and AVX2 and the inline version agrees with
-    /// `f64::exp` on every probe; decided once per process.
+    /// [`Exp::Inline`] when this CPU has FMA and AVX2 and the inline `exp` and `log1p` agree
+    /// with `f64::exp` and `f64::ln_1p` on every probe; decided once per process.
     pub fn detect() -> Exp {
         static CHOICE: std::sync::OnceLock<Exp> = std::sync::OnceLock::new();
         *CHOICE.get_or_init(|| if inline_available() && agrees_with_library() { Exp::Inline } else { Exp::Library })
@@ -139,7 +141,25 @@ fn agrees_with_library() -> bool {
     let steps = (0..4096).map(|i| -(i as f64) / 128.0 - 1.0 / 256.0);
     let random = (0..4096).map(|_| -((next() >> 11) as f64) * (750.0 / (1u64 << 53) as f64));
     let same = |x: f64| probe(x).to_bits() == x.exp().to_bits();
-    fixed.into_iter().chain(steps).chain(random).all(same)
+    fixed.into_iter().chain(steps).chain(random).all(same) && super::fast_log1p::agrees_with_library(probe_log1p)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn probe_log1p(x: f64) -> f64 {
+    #[target_feature(enable = "fma,avx2")]
+    fn compiled_for_fma(x: f64) -> f64 {
+        super::fast_log1p::log1p_inline(x)
+    }
+    // SAFETY: only called after inline_available() found FMA and AVX2.
+    #[allow(unsafe_code)]
+    unsafe {
+        compiled_for_fma(x)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn probe_log1p(x: f64) -> f64 {
+    super::fast_log1p::log1p_inline(x)
 }
 
 #[cfg(target_arch = "x86_64")]

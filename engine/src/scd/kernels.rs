@@ -7,8 +7,9 @@
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
 use crate::grid::{Cell, CellValues};
-use crate::loss::{Derivatives, Loss, logistic_derivatives, softplus_with};
+use crate::loss::{Derivatives, Loss, logistic_derivatives};
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::softplus_inline;
 use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 
 /// Per-feature partial sums of `l'_i x_ij` and `l''_i x_ij^2` over the cell's rows,
@@ -124,7 +125,9 @@ pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predicti
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64]) -> Vec<f64> {
-            direction_loop(cell, delta, targets, predictions, Loss::Logistic, logistic_value_inline)
+            // A closure, not the function item: it is compiled for FMA with the loop (see
+            // `softplus_inline`).
+            direction_loop(cell, delta, targets, predictions, Loss::Logistic, |y, f| logistic_value_inline(y, f))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]
@@ -158,11 +161,11 @@ fn direction_loop(
     sums.0
 }
 
-/// The logistic loss `Loss::Logistic.value(y, f)` with [`exp_inline`]: the same operations,
-/// so the same bits. Only inside code compiled for FMA.
+/// The logistic loss `Loss::Logistic.value(y, f)` with the inline `exp` and `log1p`:
+/// the same operations, so the same bits. Only inside code compiled for FMA.
 #[inline(always)]
 pub(crate) fn logistic_value_inline(y: f64, f: f64) -> f64 {
-    softplus_with(-y * f, exp_inline)
+    softplus_inline(-y * f)
 }
 
 /// Line-search sums of rows whose predictions move by `d` along a direction: for squared
@@ -241,7 +244,8 @@ pub fn shard_loss_sum(range: &SumRange, targets: &[f64], predictions: &[i64], lo
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
         fn compiled_for_fma(targets: &[f64], predictions: &[i64]) -> f64 {
-            loss_loop(targets, predictions, logistic_value_inline)
+            // A closure, not the function item (see `cell_direction_sums`).
+            loss_loop(targets, predictions, |y, f| logistic_value_inline(y, f))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]

@@ -9,6 +9,7 @@
 
 pub mod coarse;
 pub mod fast_exp;
+pub mod fast_log1p;
 pub mod kernel;
 pub mod kernels;
 pub mod step;

@@ -6,6 +6,7 @@
 
 use super::auth::{JobSecret, SECRET_ENV};
 use super::master::{self, MasterOptions};
+use super::scheduler::StartGate;
 use crate::driver::TrainSummary;
 use crate::error::{LineaError, Result};
 use crate::progress::Progress;
@@ -32,7 +33,11 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         allreduce: Default::default(),
         speculation: Default::default(),
         // Its own workers are all coming: an elastic run waits for them (see MasterOptions).
-        wait_for_workers: if options.elastic.is_some() { options.workers } else { 0 },
+        // Its workers are threads of this process: they all join, so the gate never times out.
+        wait_for_workers: StartGate {
+            workers: if options.elastic.is_some() { options.workers } else { 0 },
+            patience: Duration::MAX,
+        },
         // SIGINT of `linea train` ends it and its workers, as any command.
         stop_on_signals: false,
     };

@@ -118,9 +118,10 @@ impl Hub {
     }
 }
 
-/// Has the scheduler look for stragglers every [`super::speculation::TICK`] (a stalled
-/// worker sends nothing that would make it look), until the hub is gone.
-pub async fn watch_stragglers(hub: Weak<Hub>) {
+/// Ticks the scheduler's clock every [`super::speculation::TICK`] until the hub is gone:
+/// what depends on time alone happens then (no message would prompt it): stragglers found
+/// (a stalled worker sends nothing), a start gate opened when its patience ran out.
+pub async fn tick_scheduler(hub: Weak<Hub>) {
     let mut interval = tokio::time::interval(super::speculation::TICK);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {

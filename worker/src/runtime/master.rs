@@ -9,7 +9,7 @@ use super::auth::JobSecret;
 use super::checkpoint::Checkpoints;
 use super::hub::{Hub, RunStatus, Service, UnitBases};
 use super::proto;
-use super::scheduler::{Collect, PhaseResult, Scheduler};
+use super::scheduler::{Collect, PhaseResult, Scheduler, StartGate};
 use super::speculation::Speculation;
 use crate::driver::{self, TrainSummary, WithAlgorithm};
 use crate::error::{LineaError, Result};
@@ -41,10 +41,10 @@ pub struct MasterOptions {
     pub allreduce: AllReduceMode,
     /// When a straggling item is copied to an idle worker.
     pub speculation: Speculation,
-    /// A fresh run sends its first item once this many workers joined (at most the workers
+    /// A fresh run sends its first item once the gate's workers joined (at most the workers
     /// the algorithm wants; 0: at once), so an elastic run's scale-ins release the workers
-    /// it started with rather than finding some still to come.
-    pub wait_for_workers: usize,
+    /// it started with rather than finding some still to come; or once its patience ran out.
+    pub wait_for_workers: StartGate,
     /// Stop cleanly on SIGTERM or SIGINT ([`Server::stop_on_signals`]): `linea master`. The
     /// embedded mode leaves the signals alone.
     pub stop_on_signals: bool,
@@ -221,9 +221,7 @@ impl<K: Kernel> Server<K> {
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
         let address = listener.local_addr().map_err(LineaError::io(listen))?;
         tracing::info!(%address, "master listening");
-        if job.speculation.factor.is_some() {
-            runtime.spawn(super::hub::watch_stragglers(Arc::downgrade(&hub)));
-        }
+        runtime.spawn(super::hub::tick_scheduler(Arc::downgrade(&hub)));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let service = linea_proto::server::master(Service { hub: hub.clone() }, secret);
         let builder = linea_proto::server::builder(transport)?;
@@ -429,7 +427,9 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         // numbers and the workers an earlier master released under each.
         let replayed = algorithm.scaling_decisions();
         let desired = algorithm.progress().desired_workers.map(|n| n as usize);
-        let wait = if resuming { 0 } else { options.wait_for_workers.min(desired.unwrap_or(usize::MAX)) };
+        let gate = options.wait_for_workers;
+        let wait =
+            StartGate { workers: if resuming { 0 } else { gate.workers.min(desired.unwrap_or(usize::MAX)) }, ..gate };
         hub.dispatch(|s| {
             s.released = released;
             s.start_with(wait);

@@ -51,7 +51,7 @@ impl Speculation {
 }
 
 /// The lower median.
-pub fn median(durations: &[Duration]) -> Duration {
+fn median(durations: &[Duration]) -> Duration {
     let mut sorted = durations.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len().saturating_sub(1) / 2).copied().unwrap_or_default()

@@ -201,8 +201,9 @@ pub struct Scheduler {
     /// and every `set_desired` takes, so a worker that joins after a decision and is surplus
     /// is that decision's as much as one drained by it.
     pub released: Vec<Released>,
-    /// No item is sent before this many workers are active (0: no wait). Opens once.
-    start_with: usize,
+    /// No item is sent before the gate's workers are active, or its patience ran out with
+    /// at least one (then at the deadline, on the scheduler's clock). Opens once.
+    start_with: Option<(StartGate, Duration)>,
     /// The allreduce tree of the last tree stage; rebuilt when the workers change or a
     /// reduce is started again.
     tree: Option<Tree<WorkerKey>>,
@@ -221,6 +222,16 @@ pub struct Scheduler {
 pub struct Released {
     pub decision: u32,
     pub id: String,
+}
+
+/// The workers a fresh run waits for before its first item, and for how long at most: a
+/// worker that never comes (no node for its pod, a quota) delays the run by `patience`, after
+/// which it starts with the workers it has (an elastic run's slots are logical, so any
+/// number of workers computes the same model).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StartGate {
+    pub workers: usize,
+    pub patience: Duration,
 }
 
 /// Messages to send: (worker, message).
@@ -242,7 +253,7 @@ impl Scheduler {
             desired: None,
             decision: 0,
             released: Vec::new(),
-            start_with: 0,
+            start_with: None,
             tree: None,
             speculation: Speculation::OFF,
             clock: {
@@ -313,8 +324,27 @@ impl Scheduler {
 
     /// The first item waits until `workers` are active, so an elastic run's first scale-in
     /// finds every worker it starts with there (and releases those, not ones yet to come).
-    pub fn start_with(&mut self, workers: usize) {
-        self.start_with = workers;
+    pub fn start_with(&mut self, gate: StartGate) {
+        let deadline = (self.clock)().saturating_add(gate.patience);
+        self.start_with = (gate.workers > 0).then_some((gate, deadline));
+    }
+
+    /// Whether items may be sent: the start gate is open, or opens now.
+    fn gate_open(&mut self) -> bool {
+        let Some((gate, deadline)) = self.start_with else { return true };
+        let active = self.workers.values().filter(|w| !w.draining).count();
+        let timed_out = active > 0 && (self.clock)() >= deadline;
+        if timed_out && active < gate.workers {
+            tracing::warn!(
+                "starting with {active} of the {} workers waited for: the others did not join within {:?}",
+                gate.workers,
+                gate.patience
+            );
+        }
+        if active >= gate.workers || timed_out {
+            self.start_with = None;
+        }
+        self.start_with.is_none()
     }
 
     /// The ids of every worker released as surplus, oldest first.
@@ -759,11 +789,8 @@ impl Scheduler {
     /// Adopting and stealing one unit at a time spreads units over all workers instead
     /// of filling the first workers' queues, and moves state only when a thread is idle.
     fn assign(&mut self) -> Outbox {
-        if self.start_with > 0 {
-            if self.workers.values().filter(|w| !w.draining).count() < self.start_with {
-                return Outbox::new();
-            }
-            self.start_with = 0;
+        if !self.gate_open() {
+            return Outbox::new();
         }
         let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
         let keys: Vec<WorkerKey> = self.workers.keys().copied().collect();

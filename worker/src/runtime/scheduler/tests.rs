@@ -639,11 +639,28 @@ fn a_phase_forfeited_by_every_worker_left_starts_over_under_a_new_id() {
 #[test]
 fn the_first_items_wait_for_the_workers_a_run_starts_with() {
     let mut s = Scheduler::new(4);
-    s.start_with(3);
+    s.start_with(StartGate { workers: 3, patience: Duration::MAX });
     s.join("a".into(), "http://a".into(), 1);
     let (_, sent) = start(&mut s, Collect::Sums(1));
     assert!(sent.is_empty(), "one worker of three: nothing is sent yet");
     assert!(items(&s.join("b".into(), "http://b".into(), 1).1).is_empty(), "two of three");
     let (_, sent) = s.join("c".into(), "http://c".into(), 1);
     assert_eq!(items(&sent).len(), 3, "the third opens it: one item for each worker");
+}
+
+/// A worker that never joins delays the start by the gate's patience, not for ever: the
+/// clock's tick past the deadline opens it for the workers that are there.
+#[test]
+fn a_start_gate_opens_for_the_workers_present_when_its_patience_runs_out() {
+    let (mut s, clock) = timed(4);
+    s.start_with(StartGate { workers: 3, patience: Duration::from_millis(500) });
+    s.join("a".into(), "http://a".into(), 1);
+    s.join("b".into(), "http://b".into(), 1);
+    let (_, sent) = start(&mut s, Collect::Sums(1));
+    assert!(sent.is_empty(), "two of three, within the patience: nothing is sent");
+    clock.store(499, SeqCst);
+    assert!(items(&s.tick()).is_empty(), "still within the patience");
+    clock.store(500, SeqCst);
+    assert_eq!(items(&s.tick()).len(), 2, "the deadline opens the gate: one item for each worker there");
+    assert!(items(&s.join("c".into(), "http://c".into(), 1).1).len() == 1, "a late joiner takes work as usual");
 }
