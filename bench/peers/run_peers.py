@@ -78,14 +78,23 @@ TOOLS = {
                            l1_ok=True, note="linea SCD, one long run per repeat; time-to-reach from its trace"),
     # CoCoA+ with one slot is SDCA on the whole problem: the same family as LIBLINEAR's dual
     # coordinate descent (-s 7 / -s 12), which is what it is compared with (issue 13).
+    # It runs to a certified relative gap of 1e-6 (its own stopping rule, tolerance=1e-6): the
+    # gap is computed only when its schedule expects it met (docs/algorithms.md), so a trace
+    # has no objective between those epochs and the time to 1e-6 is the time to its
+    # certificate, which comes at or after the objective's own 1e-6.
     "linea-cocoa":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
-                           algorithm=["--algorithm", "cocoa", "--slots", "1"],
-                           note="linea CoCoA+ K=1 (SDCA), one long run per repeat; time-to-reach from its trace"),
+                           algorithm=["--algorithm", "cocoa", "--slots", "1"], tolerance=1e-6,
+                           note="linea CoCoA+ K=1 (SDCA), run to a certified relative gap of 1e-6"),
+    # The same computing the gap after every epoch (the rule before the schedule): the model
+    # after each epoch is the same, so its trace shows the objective's own time to 1e-6.
+    "linea-cocoa-every": dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "cocoa", "--slots", "1", "--gap-every-epoch"], tolerance=1e-6,
+                           note="linea CoCoA+ K=1 (SDCA), the gap after every epoch, to a relative gap of 1e-6"),
     # The same with H = 2 local passes per epoch: with one slot nothing is exchanged, so H only
-    # says how often the duality gap (a full data pass) is certified: every second pass.
+    # says how often the duality gap (a full data pass) can be certified: every second pass.
     "linea-cocoa-h2": dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
                            algorithm=["--algorithm", "cocoa", "--slots", "1", "--local-passes", "2"],
-                           note="linea CoCoA+ K=1 (SDCA), 2 local passes per epoch (gap every 2 passes)"),
+                           tolerance=1e-6, note="linea CoCoA+ K=1 (SDCA), 2 local passes per epoch"),
     # Issue 15's algorithms, side by side with SCD, CoCoA and VW --bfgs (bench/algorithms-side-by-side.sh).
     # They stop on relative objective change (--tolerance); hybrid and IPM with 4 slots.
     "linea-lbfgs":    dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
@@ -552,7 +561,7 @@ def run_linea(tool, args, ctx, nthr, tag, exe):
     # SCD, L-BFGS, the hybrid and IPM stop on relative objective change; CoCoA on its duality
     # gap (relative to the primal).
     stop = TOOLS[tool].get("stop", "--gap-tolerance" if algorithm else "--tolerance")
-    cmd += algorithm + [stop, repr(args.linea_tolerance)]
+    cmd += algorithm + [stop, repr(TOOLS[tool].get("tolerance", args.linea_tolerance))]
     if args.l1:
         cmd += ["--l1", repr(args.l1)]
     rc, wall, rss, so, se, to = run_measured(cmd, timeout=args.timeout)
@@ -570,9 +579,12 @@ def run_linea(tool, args, ctx, nthr, tag, exe):
         for line in f:
             if line.strip():
                 e, s, o = line.strip().split(",")[:3]
-                rows.append((int(e), float(s), float(o)))
+                # A blank objective: an epoch whose objective CoCoA did not compute (its gap
+                # schedule); nothing is known there, so it is no point of the trace.
+                if o:
+                    rows.append((int(e), float(s), float(o)))
     rec["trace"] = rows
-    rec["epochs_run"] = len(rows)
+    rec["epochs_run"] = rows[-1][0] if rows else 0
     rec["fit_seconds"] = rows[-1][1] if rows else None
     rec["objective_source"] = "linea trace"
     w, why = try_load_linea_model(model, ctx, args)

@@ -212,6 +212,9 @@ pub struct Progress {
     /// The objective after the last completed epoch; `None` before the first.
     pub objective: Option<f64>,
     pub gap: Option<Gap>,
+    /// The objective and gap are an earlier epoch's: this epoch's were not computed (CoCoA's
+    /// gap schedule, `crate::cocoa::schedule`). A trace leaves such epochs blank.
+    pub stale: bool,
     /// The objective (and gap) before the first epoch: where a convergence trace starts.
     pub initial_objective: Option<f64>,
     pub initial_gap: Option<Gap>,

@@ -110,6 +110,12 @@ struct TrainArgs {
     /// CoCoA: stop once the duality gap relative to the primal objective is at most this.
     #[arg(long, default_value_t = 1e-6)]
     gap_tolerance: f64,
+    /// CoCoA: compute the duality gap (a full data pass) after every epoch, for the whole
+    /// gap curve. By default it is computed only when a statistic of the local solves
+    /// predicts the tolerance met, and at the last epoch (docs/algorithms.md); the model
+    /// after a given epoch is the same either way.
+    #[arg(long)]
+    gap_every_epoch: bool,
     /// CoCoA: scale in from K slots to K/m as the duality gap's convergence slows (Chicle's
     /// policy); an elastic run wants one worker per slot and releases the others.
     #[arg(long)]
@@ -246,6 +252,7 @@ impl TrainArgs {
             trace,
             local_passes,
             gap_tolerance,
+            gap_every_epoch,
             metrics_listen,
             ..
         } = self;
@@ -257,6 +264,7 @@ impl TrainArgs {
             slots,
             local_passes,
             gap_tolerance,
+            gap_every_epoch,
             elastic,
             accelerate,
             memory,

@@ -22,6 +22,9 @@ use std::time::Instant;
 pub struct EpochPoint {
     pub epoch: u32,
     pub seconds: f64,
+    /// NaN for an epoch whose objective was not computed (CoCoA's gap schedule); JSON (a
+    /// checkpoint's header) writes that as `null`, read back as NaN.
+    #[serde(deserialize_with = "null_as_nan")]
     pub objective: f64,
     /// The duality gap, for algorithms that have one.
     #[serde(default)]
@@ -29,6 +32,11 @@ pub struct EpochPoint {
     /// The worker count the algorithm wanted after this epoch (elastic CoCoA: its slots).
     #[serde(default)]
     pub workers: Option<u32>,
+}
+
+/// `null` (how serde_json writes a NaN) as NaN, any number as itself.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
 }
 
 pub struct TrainSummary {
@@ -87,6 +95,7 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 options.gap_tolerance,
                 options.seed,
             )?;
+            let config = if options.gap_every_epoch { config.with_gap_every_epoch() } else { config };
             let config = match options.elastic {
                 Some(elastic) => config.with_elastic(elastic)?,
                 None => config,
@@ -212,18 +221,25 @@ where
             });
         }
         let workers = report.desired_workers;
-        trace.push(EpochPoint { epoch: report.epoch, seconds, objective, gap: report.gap, workers });
+        // An epoch whose objective was not computed (CoCoA's gap schedule) is a blank point:
+        // the last computed one is not repeated under its number.
+        let (computed, gap) = if report.stale { (f64::NAN, None) } else { (objective, report.gap) };
+        trace.push(EpochPoint { epoch: report.epoch, seconds, objective: computed, gap, workers });
         after(algorithm, &iteration, trace)?;
         if let Some(note) = &iteration.note {
             bar.note(note);
         }
         let epoch_seconds = epoch_started.elapsed().as_secs_f64().max(1e-9);
         epoch_started = Instant::now();
-        let gap = report.gap.map_or(String::new(), |g| format!("  gap {:.2e}", g.relative));
+        let objective = match (report.stale, report.gap) {
+            (true, _) => "not computed".to_string(),
+            (false, Some(g)) => format!("{objective:.10e}  gap {:.2e}", g.relative),
+            (false, None) => format!("{objective:.10e}"),
+        };
         bar.step(
             report.epoch as u64,
             format!(
-                "epoch {:>3}  objective {objective:.10e}{gap}  {:.2}M examples/s  {:.1}M nnz/s",
+                "epoch {:>3}  objective {objective}  {:.2}M examples/s  {:.1}M nnz/s",
                 report.epoch,
                 rows / epoch_seconds / 1e6,
                 nnz / epoch_seconds / 1e6
@@ -282,7 +298,9 @@ pub fn finish<A: Algorithm>(
             let (gap, relative) =
                 p.gap.map_or((String::new(), String::new()), |g| (g.absolute.to_string(), g.relative.to_string()));
             let workers = p.workers.map_or(String::new(), |w| w.to_string());
-            csv.push_str(&format!("{},{:.6},{},{gap},{relative},{workers}\n", p.epoch, p.seconds, p.objective));
+            // A blank objective: the epoch's objective was not computed.
+            let objective = if p.objective.is_nan() { String::new() } else { p.objective.to_string() };
+            csv.push_str(&format!("{},{:.6},{objective},{gap},{relative},{workers}\n", p.epoch, p.seconds));
         }
         storage::write_file(path, csv.as_bytes())?;
     }

@@ -79,6 +79,20 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
             TOP + 32.0
         );
     }
+    for &(t, g) in &gaps {
+        svg += &format!("<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"#d62728\"/>\n", x(t), y(g));
+    }
+    // CoCoA computes its objective and gap only after some epochs (its gap schedule): say so,
+    // as the lines join the computed points (marked) and nothing is known between them.
+    let computed = trace.iter().filter(|p| !p.objective.is_nan()).count();
+    if computed < trace.len() {
+        svg += &format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">computed after {computed} of {} epochs (dots); nothing is known between</text>\n",
+            WIDTH - RIGHT - 6.0,
+            TOP + 64.0,
+            trace.len()
+        );
+    }
     for pair in trace.windows(2) {
         if let (Some(before), Some(after)) = (pair[0].workers, pair[1].workers)
             && before != after

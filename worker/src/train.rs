@@ -27,6 +27,9 @@ pub struct TrainOptions {
     pub local_passes: u32,
     /// CoCoA stops once the duality gap relative to the primal is at most this.
     pub gap_tolerance: f64,
+    /// CoCoA computes the gap after every epoch, not only when its schedule expects the
+    /// tolerance met (`linea_engine::cocoa::schedule`).
+    pub gap_every_epoch: bool,
     /// CoCoA scales in from `slots` as this policy decides; `None`: K stays.
     pub elastic: Option<ElasticConfig>,
     /// CoCoA runs inside Catalyst's accelerated outer loop; `None`: plain CoCoA.
@@ -66,6 +69,7 @@ impl TrainOptions {
             slots: 1,
             local_passes: 1,
             gap_tolerance: 1e-6,
+            gap_every_epoch: false,
             elastic: None,
             accelerate: None,
             memory: 15,

@@ -151,7 +151,7 @@ proptest! {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),
             v: v.iter().enumerate().map(|(i, &x)| (i as u32, x)).collect(),
-            record,
+            record: Some(record),
             scale_in: None,
             catalyst: None,
         };
@@ -168,6 +168,8 @@ proptest! {
         check_object(&scd_step, version)?;
         check_object(&cocoa, version)?;
         check_object(&cocoa_step, version)?;
+        // An epoch whose gap the schedule skipped has no record.
+        check_object(&CocoaStep { record: None, ..cocoa_step.clone() }, version)?;
         check_object(&accelerated, version)?;
         check_object(&accelerated_step, version)?;
     }
@@ -188,4 +190,20 @@ fn check_object<T: serde::Serialize + serde::de::DeserializeOwned>(
     prop_assert_eq!(encode(&again), encode(value));
     prop_assert!(parse_object::<T>(&bytes, "another run", "base").is_err());
     Ok(())
+}
+
+/// A trace point whose objective was not computed (CoCoA's gap schedule) is NaN; a
+/// checkpoint's JSON header writes it as `null` and must read it back (a restarted master
+/// found both bases damaged when it could not).
+#[test]
+fn a_trace_point_without_an_objective_survives_json() {
+    use linea_worker::train::EpochPoint;
+    let blank = EpochPoint { epoch: 3, seconds: 0.5, objective: f64::NAN, gap: None, workers: Some(2) };
+    let json = serde_json::to_string(&blank).unwrap();
+    assert!(json.contains("\"objective\":null"), "{json}");
+    let back: EpochPoint = serde_json::from_str(&json).unwrap();
+    assert!(back.objective.is_nan() && back.epoch == 3 && back.workers == Some(2));
+    let computed = EpochPoint { objective: 10546.5, ..blank };
+    let back: EpochPoint = serde_json::from_str(&serde_json::to_string(&computed).unwrap()).unwrap();
+    assert_eq!(back, computed);
 }

@@ -2,6 +2,7 @@
 
 use super::catalyst::AccelerateConfig;
 use super::elastic::ElasticConfig;
+use super::schedule::GapSchedule;
 use crate::error::EngineError;
 use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,8 @@ pub struct CocoaConfig {
     aggregation: Aggregation,
     /// Catalyst's outer loop ([`super::catalyst`]); `None`: plain CoCoA.
     accelerate: Option<AccelerateConfig>,
+    /// When the duality gap is computed ([`super::schedule`]).
+    gap_schedule: GapSchedule,
 }
 
 const ACCELERATED_AND_ELASTIC: EngineError = EngineError::InvalidParameter {
@@ -107,6 +110,7 @@ impl CocoaConfig {
             sigma_cap: None,
             aggregation: Aggregation::default(),
             accelerate: None,
+            gap_schedule: GapSchedule::Adaptive,
         })
     }
 
@@ -201,6 +205,20 @@ impl CocoaConfig {
         }
         self.accelerate = Some(accelerate);
         Ok(self)
+    }
+
+    /// Computes the duality gap after every epoch, not only when [`GapSchedule::Adaptive`]
+    /// expects it near the tolerance: a full gap curve (what the convergence tests record)
+    /// for one data pass per epoch. The model after a given epoch is the same either way.
+    pub fn with_gap_every_epoch(mut self) -> Self {
+        self.gap_schedule = GapSchedule::EveryEpoch;
+        self
+    }
+
+    /// The schedule in force: every epoch when the gap feeds a decision each epoch (the
+    /// elastic policy reads the gap curve, Catalyst's outer loop its subproblem's gap).
+    pub fn gap_schedule(&self) -> GapSchedule {
+        if self.elastic.is_some() || self.accelerate.is_some() { GapSchedule::EveryEpoch } else { self.gap_schedule }
     }
 
     pub fn accelerate(&self) -> Option<&AccelerateConfig> {

@@ -39,6 +39,15 @@ pub enum CocoaPhase {
     Evaluate { w: Vec<f64> },
 }
 
+/// What a slot returns from a `LocalSolve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotReport {
+    /// The slot's new dual variables, in row order.
+    pub alpha: Vec<f64>,
+    /// The solve's progress statistic ([`super::solver::LocalSolve::progress`]).
+    pub progress: f64,
+}
+
 /// A slot between phases.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlotState {
@@ -93,10 +102,21 @@ impl CocoaKernel {
         }
     }
 
-    /// A slot's new dual variables from a `LocalSolve` payload.
-    pub fn decode_payload(&self, slot: usize, payload: &[u8]) -> Result<Vec<f64>, EngineError> {
-        let alpha: Vec<f64> = decode(payload, "cocoa dual variables")?;
-        Ok(self.slot_from(slot, alpha)?.alpha)
+    /// A slot's report from a `LocalSolve` payload, its dual variables checked against its
+    /// row count.
+    pub fn decode_payload(&self, slot: usize, payload: &[u8]) -> Result<SlotReport, EngineError> {
+        let report: SlotReport = decode(payload, "cocoa slot report")?;
+        if !(report.progress.is_finite() && report.progress >= 0.0) {
+            return Err(EngineError::Corrupt(format!("slot {slot}: progress statistic {}", report.progress)));
+        }
+        if report.alpha.len() != self.slot_len(slot) {
+            return Err(EngineError::Corrupt(format!(
+                "slot {slot}: {} dual variables for {} rows",
+                report.alpha.len(),
+                self.slot_len(slot)
+            )));
+        }
+        Ok(report)
     }
 }
 
@@ -142,7 +162,7 @@ impl Kernel for CocoaKernel {
                     (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
                 let orders = orders.iter().map(Vec::as_slice);
                 let mut problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
-                let u = match spread {
+                let solve = match spread {
                     None => local_solve(problem, rows, &mut state.alpha, v, orders),
                     Some(spread) => {
                         let local = self.local_spread(unit, rows, spread)?;
@@ -169,11 +189,12 @@ impl Kernel for CocoaKernel {
                 let sums = rows
                     .globals
                     .iter()
-                    .zip(&u)
+                    .zip(&solve.u)
                     .filter(|(_, x)| **x != 0.0)
                     .map(|(&j, &x)| Ok((j, range.fixed(Quantity::SharedVector, x)?)))
                     .collect::<Result<_, EngineError>>()?;
-                Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: encode(&state.alpha) })
+                let report = SlotReport { alpha: state.alpha.clone(), progress: solve.progress };
+                Ok(UnitOutput { sums: Contribution::Sparse(sums), payload: encode(&report) })
             }
             CocoaPhase::Spread => {
                 let one = SumRange::for_partials(self.layout.slots()).fixed(Quantity::SharedVector, 1.0)?;
@@ -205,8 +226,8 @@ impl Kernel for CocoaKernel {
     fn commit(&self, mirror: &mut Vec<f64>, phase: &CocoaPhase, output: &PhaseOutput) {
         if let CocoaPhase::LocalSolve { .. } = phase {
             for (slot, payload) in output.payloads.iter().enumerate() {
-                if let Ok(alpha) = self.decode_payload(slot, payload) {
-                    mirror[self.layout.slot_rows(slot)].copy_from_slice(&alpha);
+                if let Ok(report) = self.decode_payload(slot, payload) {
+                    mirror[self.layout.slot_rows(slot)].copy_from_slice(&report.alpha);
                 }
             }
         }

@@ -13,7 +13,10 @@
 //! every slot sums its losses at `w = v / lambda` and its conjugates
 //! ([`CocoaPhase::Evaluate`]), and the master forms the primal, the dual and their gap.
 //! `P(w) - P* <= P(w) - D(alpha)`, so the gap certifies how far the model is from the
-//! optimum; the run stops when it is small relative to the primal.
+//! optimum; the run stops when it is small relative to the primal. The gap pass is a full
+//! data pass, so it runs only after epochs the gap schedule picks ([`schedule`]: when a
+//! free statistic of the local solves predicts the tolerance met), and the run stops only
+//! after an epoch whose computed gap met the tolerance.
 //!
 //! Elastic ([`elastic`], Chicle): after an epoch the master may scale in from K to K/m slots;
 //! each remaining slot takes the partitions and dual variables of m old slots and solves them
@@ -41,6 +44,9 @@ pub mod layout;
 #[cfg(test)]
 mod per_feature_tests;
 pub mod rows;
+pub mod schedule;
+#[cfg(test)]
+mod schedule_tests;
 #[cfg(test)]
 mod sigma_cap_tests;
 pub mod solver;
@@ -51,7 +57,8 @@ mod tests;
 pub use catalyst::{AccelerateConfig, CatalystState, CatalystStep};
 pub use config::{Aggregation, CocoaConfig};
 pub use elastic::{Clock, ElasticConfig, ScaleIn};
-pub use kernel::{CocoaKernel, CocoaPhase, SlotState};
+pub use kernel::{CocoaKernel, CocoaPhase, SlotReport, SlotState};
+pub use schedule::GapSchedule;
 pub use state::{CocoaState, CocoaStep, EpochRecord};
 
 use crate::algorithm::{
@@ -295,7 +302,15 @@ impl Algorithm for Cocoa {
             state.slots = scale_in.to;
             state.scale_ins.push(scale_in);
         }
-        state.history.push(step.record);
+        if let Some(record) = step.record {
+            if record.epoch != step.epoch {
+                return Err(EngineError::Corrupt(format!(
+                    "epoch {}'s step holds epoch {}'s record",
+                    step.epoch, record.epoch
+                )));
+            }
+            state.history.push(record);
+        }
         state.epoch = step.epoch;
         self.sync_kernel();
         Ok(())
@@ -334,10 +349,12 @@ impl Algorithm for Cocoa {
             return Err(EngineError::Corrupt(format!("{got} payloads for {} slots", self.kernel.units())).into());
         }
         let mut alpha_changes = Vec::new();
+        let mut progress = 0.0;
         for (slot, payload) in output.payloads.iter().enumerate() {
-            let alpha = self.kernel.decode_payload(slot, payload)?;
+            let report = self.kernel.decode_payload(slot, payload)?;
+            progress += report.progress;
             let first = self.kernel.layout().slot_rows(slot).start;
-            for (i, (old, new)) in self.state.alpha[first..].iter_mut().zip(alpha).enumerate() {
+            for (i, (old, new)) in self.state.alpha[first..].iter_mut().zip(report.alpha).enumerate() {
                 if old.to_bits() != new.to_bits() {
                     *old = new;
                     alpha_changes.push(((first + i) as u32, new));
@@ -351,19 +368,33 @@ impl Algorithm for Cocoa {
                 v_changes.push((j as u32, *v));
             }
         }
+        let evaluate = schedule::evaluate_now(
+            self.config.gap_schedule(),
+            self.config.gap_tolerance(),
+            epoch + 1,
+            self.config.max_epochs(),
+            self.state.history.last(),
+            progress,
+        );
         let (mut record, catalyst_step) = match self.accelerated() {
+            // Accelerated runs compute the gap every epoch (CocoaConfig::gap_schedule).
             Some((catalyst, state)) => {
                 let step = catalyst.evaluate(state, &self.state.v, runner)?;
                 let outer = self.state.catalyst.as_mut().expect("accelerated");
                 outer.apply(step.clone())?;
-                (EpochRecord::new(outer.best_primal, outer.best_dual), Some(step))
+                (Some(EpochRecord::new(outer.best_primal, outer.best_dual)), Some(step))
             }
-            None => (self.evaluate(runner)?, None),
+            None if evaluate => (Some(self.evaluate(runner)?), None),
+            None => (None, None),
         };
-        if let (Some(clock), Some(started)) = (&self.clock, started) {
-            record.seconds = Some(clock() - started);
+        if let Some(record) = &mut record {
+            record.epoch = epoch + 1;
+            record.progress = progress;
+            if let (Some(clock), Some(started)) = (&self.clock, started) {
+                record.seconds = Some(clock() - started);
+            }
+            self.state.history.push(*record);
         }
-        self.state.history.push(record);
         self.state.epoch = epoch + 1;
         let scale_in = match elastic {
             Some(e) if self.stop_reason().is_none() => {
@@ -390,12 +421,15 @@ impl Algorithm for Cocoa {
         Ok(Iteration { epoch_done: true, step, note })
     }
 
+    /// The objective and gap of the last epoch whose gap was computed, `stale` when that is
+    /// not the last epoch.
     fn progress(&self) -> Progress {
         let last = self.state.history.last();
         Progress {
             epoch: self.state.epoch,
             objective: last.map(|r| r.primal),
             gap: last.map(|r| r.gap),
+            stale: last.is_some_and(|r| r.epoch != self.state.epoch),
             // Any number of processes can serve K static slots; an elastic run wants one per
             // slot, so a scale-in releases the rest.
             desired_workers: self.config.elastic().map(|_| self.state.slots),
@@ -403,8 +437,9 @@ impl Algorithm for Cocoa {
         }
     }
 
+    /// On the gap only when it was computed after the last epoch and met the tolerance.
     fn stop_reason(&self) -> Option<StopReason> {
-        let last = self.state.history.last();
+        let last = self.state.history.last().filter(|r| r.epoch == self.state.epoch);
         if last.is_some_and(|r| r.gap.relative <= self.config.gap_tolerance()) {
             Some(StopReason::GapReached)
         } else if self.state.epoch >= self.config.max_epochs() {

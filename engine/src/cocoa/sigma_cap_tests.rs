@@ -33,7 +33,11 @@ fn below_k_the_gap_still_brackets_the_optimum() {
     // reaches must stay below every primal (D(alpha) <= P* <= P(w)).
     let problem = crate::synthetic::problem(Loss::Hinge, 6, 600, 90);
     for cap in [1.0, 2.0] {
-        let config = CocoaConfig::new(Loss::Hinge, 0.5, 8, 1, 40, 0.0, 3).unwrap().with_sigma_cap(cap).unwrap();
+        let config = CocoaConfig::new(Loss::Hinge, 0.5, 8, 1, 40, 0.0, 3)
+            .unwrap()
+            .with_sigma_cap(cap)
+            .unwrap()
+            .with_gap_every_epoch();
         let cocoa = run(&problem, config);
         assert_eq!(cocoa.kernel().sigma, cap);
         let history = &cocoa.state().history;

@@ -20,7 +20,8 @@ pub struct Subproblem {
 /// Runs SDCA on slot rows `rows` with dual variables `alpha` (updated in place), starting
 /// from the shared vector `v = X'alpha` (global features), visiting rows in each of
 /// `orders` in turn. Returns `u = X_k' (alpha_new - alpha_old)` over the slot's local
-/// features, summed in visiting order.
+/// features, summed in visiting order, and the sweep's progress statistic
+/// ([`LocalSolve::progress`]).
 ///
 /// Each step maximizes CoCoA+'s local subproblem in one coordinate (Ma, Smith et al.,
 /// *Adding vs. Averaging in Distributed Primal-Dual Optimization*, ICML 2015, eq. 9):
@@ -37,7 +38,7 @@ pub fn local_solve<'o>(
     alpha: &mut [f64],
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
-) -> Vec<f64> {
+) -> LocalSolve {
     solve(problem, Coupling::Scalar, rows, alpha, v, orders)
 }
 
@@ -69,7 +70,7 @@ pub fn local_solve_per_feature<'o>(
     alpha: &mut [f64],
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
-) -> Vec<f64> {
+) -> LocalSolve {
     solve(problem, Coupling::PerFeature(weights), rows, alpha, v, orders)
 }
 
@@ -88,7 +89,7 @@ fn solve<'o>(
     alpha: &mut [f64],
     v: &[f64],
     orders: impl IntoIterator<Item = &'o [u32]>,
-) -> Vec<f64> {
+) -> LocalSolve {
     let orders: Vec<&[u32]> = orders.into_iter().collect();
     #[cfg(target_arch = "x86_64")]
     if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
@@ -100,7 +101,7 @@ fn solve<'o>(
             alpha: &mut [f64],
             v: &[f64],
             orders: &[&[u32]],
-        ) -> Vec<f64> {
+        ) -> LocalSolve {
             match coupling {
                 Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline),
                 Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, exp_inline),
@@ -125,23 +126,40 @@ fn solve_loop(
     v: &[f64],
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
-) -> Vec<f64> {
+) -> LocalSolve {
     let Subproblem { loss, lambda, sigma } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
+    let mut progress = 0.0;
     for order in orders {
         for &i in *order {
             let i = i as usize;
             let m = rows.dot(i, &model);
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, scale * rows.norms[i], exp);
+            let q = scale * rows.norms[i];
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
+                progress += q * step.delta * step.delta;
                 rows.add_to_both(i, (step.delta, &mut u), (scale * step.delta, &mut model));
             }
         }
     }
-    u
+    LocalSolve { u, progress: progress / 2.0 }
+}
+
+/// What a slot's local solve returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSolve {
+    /// `X_k' (alpha_new - alpha_old)` over the slot's local features.
+    pub u: Vec<f64>,
+    /// `sum q_i delta_i^2 / 2` over every step of the solve: each step maximizes a function
+    /// of its coordinate that is at least `q_i`-strongly concave, so this is a lower bound
+    /// on how much the steps raised the local subproblem's objective (with one slot: the
+    /// dual). It costs two multiplications per step, and it falls as the dual converges:
+    /// the gap schedule ([`super::schedule`]) reads it to decide when the exact duality gap
+    /// (a full data pass) is worth computing. It never decides anything on its own.
+    pub progress: f64,
 }
 
 /// [`local_solve_per_feature`]'s loop, one copy per `exp`: [`solve_loop`] with the local
@@ -155,23 +173,26 @@ fn solve_loop_per_feature(
     v: &[f64],
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
-) -> Vec<f64> {
+) -> LocalSolve {
     let Subproblem { loss, lambda, .. } = problem;
     let scale: Vec<f64> = weights.sigma.iter().map(|&s| s / lambda).collect();
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
+    let mut progress = 0.0;
     for order in orders {
         for &i in *order {
             let i = i as usize;
             let m = rows.dot(i, &model);
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, weights.norms[i] / lambda, exp);
+            let q = weights.norms[i] / lambda;
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
+                progress += q * step.delta * step.delta;
                 rows.add_to_both_scaled(i, (step.delta, &mut u), (step.delta, &scale, &mut model));
             }
         }
     }
-    u
+    LocalSolve { u, progress: progress / 2.0 }
 }
 
 /// A slot's objective terms, each summed in row order.

@@ -14,7 +14,8 @@ pub struct CocoaState {
     pub v: Vec<i128>,
     /// Every row's dual variable, in global row order.
     pub alpha: Vec<f64>,
-    /// Primal, dual and gap after each completed epoch.
+    /// Primal, dual and gap after each epoch whose gap was computed ([`super::schedule`]),
+    /// in epoch order; the epochs between have none.
     pub history: Vec<EpochRecord>,
     /// The current slot count K (it only changes by an elastic scale-in).
     pub slots: u32,
@@ -25,9 +26,11 @@ pub struct CocoaState {
     pub catalyst: Option<CatalystState>,
 }
 
-/// The objectives after one epoch.
+/// The objectives after one epoch whose gap was computed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
+    /// The epoch (1-based) after which they were computed.
+    pub epoch: u32,
     /// `P(w) = sum loss + l2 |w|^2` at `w = v / lambda`.
     pub primal: f64,
     /// `D(alpha) = -sum loss*(-alpha) - |v|^2 / (2 lambda)`.
@@ -36,9 +39,13 @@ pub struct EpochRecord {
     /// The epoch's wall time in seconds as the run's clock measured it (the elastic
     /// policy's wall clock); `None` without a clock.
     pub seconds: Option<f64>,
+    /// The epoch's progress statistic summed over the slots in slot order
+    /// ([`super::solver::LocalSolve::progress`]): what the gap schedule calibrates against.
+    pub progress: f64,
 }
 
 impl EpochRecord {
+    /// The record of `primal` and `dual` (epoch and progress 0 until the caller sets them).
     pub fn new(primal: f64, dual: f64) -> Self {
         let absolute = primal - dual;
         let relative = if primal != 0.0 {
@@ -48,7 +55,7 @@ impl EpochRecord {
         } else {
             f64::INFINITY
         };
-        Self { primal, dual, gap: Gap { absolute, relative }, seconds: None }
+        Self { epoch: 0, primal, dual, gap: Gap { absolute, relative }, seconds: None, progress: 0.0 }
     }
 }
 
@@ -61,7 +68,8 @@ pub struct CocoaStep {
     pub alpha: Vec<(u32, f64)>,
     /// `(feature, new exact value)` for every entry of `v` that changed.
     pub v: Vec<(u32, i128)>,
-    pub record: EpochRecord,
+    /// The epoch's objectives, when its gap was computed.
+    pub record: Option<EpochRecord>,
     /// The scale-in decided after this epoch, if any.
     pub scale_in: Option<ScaleIn>,
     /// What the epoch changed in Catalyst's outer loop, when accelerated.

@@ -157,7 +157,8 @@ fn certify_every_epoch(problem: &Problem, loss: Loss, l2: f64, slots: &[u32], to
         Loss::Hinge => None, // no direct solver here; a9a is checked against LIBLINEAR
     };
     for &slots in slots {
-        let mut cocoa = Cocoa::for_grid(config(loss, l2, slots, 1, 60000, tolerance), &problem.grid).unwrap();
+        let config = config(loss, l2, slots, 1, 60000, tolerance).with_gap_every_epoch();
+        let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
         let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
         let mut previous_dual = f64::NEG_INFINITY;
         while cocoa.stop_reason().is_none() {
@@ -263,7 +264,7 @@ fn more_slots_need_more_epochs() {
     let epochs: Vec<u32> = [1, 2, 4]
         .iter()
         .map(|&slots| {
-            let cocoa = train(&problem, config(Loss::Logistic, 0.05, slots, 1, 5000, 1e-8), 2);
+            let cocoa = train(&problem, config(Loss::Logistic, 0.05, slots, 1, 5000, 1e-8).with_gap_every_epoch(), 2);
             let curve: Vec<String> = cocoa.state().history.iter().map(|r| format!("{:.2e}", r.gap.relative)).collect();
             println!("K={slots}: {}", curve.join(" "));
             cocoa.state().epoch

@@ -307,7 +307,7 @@ impl<K: Kernel> Server<K> {
 fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
     let manifest = serde_json::to_vec(&layout.manifest).expect("serializes");
     format!(
-        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|elastic={:?}|accelerate={:?}|memory={}|rate={}|gradient={}|mixing={:?}|manifest-crc32c:{:08x}",
+        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|gap_every_epoch={}|elastic={:?}|accelerate={:?}|memory={}|rate={}|gradient={}|mixing={:?}|manifest-crc32c:{:08x}",
         options.algorithm,
         options.loss.name(),
         options.l2,
@@ -318,6 +318,7 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
         options.slots,
         options.local_passes,
         options.gap_tolerance,
+        options.gap_every_epoch,
         options.elastic,
         options.accelerate,
         options.memory,
