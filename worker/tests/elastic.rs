@@ -34,6 +34,22 @@ fn chicle_l2(rows: usize) -> String {
     (rows as f64 * 0.01 / 2.0).to_string()
 }
 
+/// The elastic runs' shared settings: hinge-loss CoCoA on 8 slots scaling in on the epoch
+/// clock (so repeats give the same bytes) until the relative gap is 1e-6.
+const ELASTIC_HINGE: [&str; 11] = [
+    "--algorithm",
+    "cocoa",
+    "--loss",
+    "hinge",
+    "--slots",
+    "8",
+    "--elastic",
+    "--elastic-clock",
+    "epochs",
+    "--gap-tolerance",
+    "1e-6",
+];
+
 #[test]
 fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
     let sets = [("higgs-sample/higgs.train.tsv", "csv", 7000), ("rcv1-small/rcv1_small.vw", "vw", 1000)];
@@ -44,16 +60,8 @@ fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
         let train = |name: &str, extra: &[&str]| {
             let (model, trace) = (path(dir.path(), name), path(dir.path(), &format!("{name}.csv")));
             let mut args = vec!["train", "--data", &grid, "--model", &model, "--trace", &trace];
-            args.extend_from_slice(&["--algorithm", "cocoa", "--loss", "hinge", "--l2", &l2, "--epochs", "20000"]);
-            args.extend_from_slice(&[
-                "--slots",
-                "8",
-                "--elastic",
-                "--elastic-clock",
-                "epochs",
-                "--gap-tolerance",
-                "1e-6",
-            ]);
+            args.extend_from_slice(&ELASTIC_HINGE);
+            args.extend_from_slice(&["--l2", &l2, "--epochs", "20000"]);
             args.extend_from_slice(extra);
             ok(&args);
             (std::fs::read(&model).unwrap(), read_trace(&trace))
@@ -83,21 +91,7 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
     // a9a's hinge gap closes slowly at K = 1 (thousands of epochs): time enough to disturb.
-    let params = [
-        "--algorithm",
-        "cocoa",
-        "--loss",
-        "hinge",
-        "--slots",
-        "8",
-        "--elastic",
-        "--elastic-clock",
-        "epochs",
-        "--gap-tolerance",
-        "1e-6",
-        "--epochs",
-        "100000",
-    ];
+    let params = [&ELASTIC_HINGE[..], &["--epochs", "100000"]].concat();
     let reference = path(dir.path(), "reference");
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
 
@@ -170,23 +164,7 @@ fn a_master_waiting_for_workers_that_never_come_starts_with_those_there() {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "rcv1-small/rcv1_small.vw", "vw", "500");
     let l2 = chicle_l2(1000);
-    let params = [
-        "--algorithm",
-        "cocoa",
-        "--loss",
-        "hinge",
-        "--l2",
-        &l2,
-        "--slots",
-        "8",
-        "--elastic",
-        "--elastic-clock",
-        "epochs",
-        "--gap-tolerance",
-        "1e-6",
-        "--epochs",
-        "20000",
-    ];
+    let params = [&ELASTIC_HINGE[..], &["--l2", &l2, "--epochs", "20000"]].concat();
     let reference = path(dir.path(), "reference");
     ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
 
