@@ -273,6 +273,29 @@ fn default_gradient_tolerance() -> f64 {
 fn default_sgd_rate() -> f64 {
     0.5
 }
+fn default_precondition_refresh() -> i32 {
+    15
+}
+
+/// L-BFGS's initial inverse Hessian, as `linea train --lbfgs-precondition` takes it.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LbfgsPrecondition {
+    /// The Jacobi preconditioner: the inverse of the objective's Hessian diagonal.
+    #[default]
+    Diagonal,
+    /// The scalar s.y / y.y of the newest curvature pair.
+    None,
+}
+
+impl LbfgsPrecondition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LbfgsPrecondition::Diagonal => "diagonal",
+            LbfgsPrecondition::None => "none",
+        }
+    }
+}
 
 /// Hyperparameters of the hybrid, as `linea train --algorithm hybrid` takes them.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq)]
@@ -307,6 +330,15 @@ pub struct HybridParams {
     #[serde(default = "default_gradient_tolerance")]
     #[schemars(range(min = 0.0, max = 0.999999))]
     pub gradient_tolerance: f64,
+    /// L-BFGS's initial inverse Hessian: diagonal (default; the Jacobi preconditioner of
+    /// Agarwal et al., the inverse Hessian diagonal) or none (the scalar s.y / y.y).
+    #[serde(default)]
+    pub lbfgs_precondition: LbfgsPrecondition,
+    /// With the diagonal preconditioner: recompute it every this many L-BFGS iterations; 0:
+    /// once, at the warm start (default 15).
+    #[serde(default = "default_precondition_refresh")]
+    #[schemars(range(min = 0, max = 1000000))]
+    pub lbfgs_precondition_refresh: i32,
     /// Learning rate of the AdaGrad pass (default 0.5).
     #[serde(default = "default_sgd_rate")]
     #[schemars(range(min = 0.000000001, max = 100.0))]
@@ -326,6 +358,8 @@ impl Default for HybridParams {
             max_epochs: default_cocoa_epochs(),
             tolerance: default_scd_tolerance(),
             gradient_tolerance: default_gradient_tolerance(),
+            lbfgs_precondition: LbfgsPrecondition::default(),
+            lbfgs_precondition_refresh: default_precondition_refresh(),
             sgd_rate: default_sgd_rate(),
             seed: 0,
         }

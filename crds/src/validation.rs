@@ -222,6 +222,8 @@ impl TrainingJobSpec {
                 p.at_least("algorithm.hybrid.maxEpochs", a.max_epochs.into(), 1);
                 p.at_least_f64("algorithm.hybrid.tolerance", a.tolerance, 0.0);
                 p.at_least_f64("algorithm.hybrid.gradientTolerance", a.gradient_tolerance, 0.0);
+                p.at_least("algorithm.hybrid.lbfgsPreconditionRefresh", a.lbfgs_precondition_refresh.into(), 0);
+                p.at_most("algorithm.hybrid.lbfgsPreconditionRefresh", a.lbfgs_precondition_refresh.into(), 1_000_000);
                 p.at_least("algorithm.hybrid.seed", a.seed, 0);
             }
             Algorithm::Ipm(a) => {

@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
+use linea_crds::algorithm::LbfgsPrecondition;
 use linea_crds::{Algorithm, TrainingJob};
 use linea_proto::tls::{self as job_tls, JobCertificates};
 use std::collections::BTreeMap;
@@ -496,10 +497,18 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--epochs", p.max_epochs.to_string()),
             ("--tolerance", p.tolerance.to_string()),
             ("--gradient-tolerance", p.gradient_tolerance.to_string()),
+            ("--lbfgs-precondition", p.lbfgs_precondition.as_str().to_string()),
             ("--sgd-rate", p.sgd_rate.to_string()),
             ("--seed", p.seed.to_string()),
             ("--slots", slots(job).to_string()),
-        ],
+        ]
+        .into_iter()
+        // The refresh is the diagonal's alone (linea refuses it with none).
+        .chain(
+            (p.lbfgs_precondition == LbfgsPrecondition::Diagonal)
+                .then(|| ("--lbfgs-precondition-refresh", p.lbfgs_precondition_refresh.to_string())),
+        )
+        .collect(),
         Algorithm::Ipm(p) => vec![
             ("--algorithm", "ipm".to_string()),
             ("--loss", p.loss.as_str().to_string()),
@@ -975,6 +984,14 @@ pub mod tests {
         assert_eq!(after("--gradient-tolerance"), Some("0.00000001"));
         assert_eq!(after("--sgd-rate"), Some("0.25"));
         assert_eq!(after("--slots"), Some("3"));
+        assert_eq!(after("--lbfgs-precondition"), Some("diagonal"));
+        assert_eq!(after("--lbfgs-precondition-refresh"), Some("15"));
+        let plain = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\n\
+             algorithm: {hybrid: {lbfgsPrecondition: none, lbfgsPreconditionRefresh: 3}}\n");
+        let args = self::args(&master_pod(&plain, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--lbfgs-precondition"), Some("none"));
+        assert_eq!(after("--lbfgs-precondition-refresh"), None, "the refresh is the diagonal's alone");
         assert_eq!(after("--mixing"), None, "mixing is IPM's alone (linea refuses it for hybrid)");
         let ipm = job(
             "datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {ipm: {loss: hinge, mixing: examples}}\n",

@@ -12,7 +12,7 @@ use crate::{eval, prepare, storage, train};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use linea_engine::Loss;
 use linea_engine::cocoa::{AccelerateConfig, Clock, ElasticConfig};
-use linea_engine::hybrid::Mixing;
+use linea_engine::hybrid::{Mixing, Precondition};
 use linea_proto::tls::{JobCertificates, PrivateDir, Role, Transport};
 use std::time::Duration;
 
@@ -44,6 +44,14 @@ enum AlgorithmArg {
     /// averaged. Fast early accuracy; does not converge to the regularized optimum in
     /// general. Depends on --slots.
     Ipm,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PreconditionArg {
+    /// The scalar s.y / y.y of the newest pair.
+    None,
+    /// The inverse of the objective's Hessian diagonal.
+    Diagonal,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -149,6 +157,15 @@ struct TrainArgs {
     /// L-BFGS (lbfgs, hybrid): curvature pairs kept (m) [default: 15].
     #[arg(long)]
     memory: Option<u32>,
+    /// L-BFGS (lbfgs, hybrid): the initial inverse Hessian of the two-loop recursion: the
+    /// Jacobi preconditioner (the inverse Hessian diagonal, as Agarwal et al. and VW's
+    /// --bfgs use) or the scalar s.y / y.y of the newest pair [default: diagonal].
+    #[arg(long, value_enum)]
+    lbfgs_precondition: Option<PreconditionArg>,
+    /// L-BFGS with the diagonal preconditioner: recompute it every N iterations (in the
+    /// line search's passes); 0: only once, at the starting point [default: 15].
+    #[arg(long)]
+    lbfgs_precondition_refresh: Option<u32>,
     /// L-BFGS (lbfgs, hybrid): stop once the gradient's norm is at most this fraction of
     /// its norm at w = 0 [default: 1e-10].
     #[arg(long)]
@@ -198,6 +215,22 @@ impl TrainArgs {
         if !lbfgs && self.memory.is_some() {
             return refuse("--memory", "the L-BFGS algorithms (lbfgs, hybrid)");
         }
+        if !lbfgs && self.lbfgs_precondition.is_some() {
+            return refuse("--lbfgs-precondition", "the L-BFGS algorithms (lbfgs, hybrid)");
+        }
+        if !lbfgs && self.lbfgs_precondition_refresh.is_some() {
+            return refuse("--lbfgs-precondition-refresh", "the L-BFGS algorithms (lbfgs, hybrid)");
+        }
+        if self.lbfgs_precondition == Some(PreconditionArg::None) && self.lbfgs_precondition_refresh.is_some() {
+            return Err(LineaError::Usage(
+                "--lbfgs-precondition-refresh applies to --lbfgs-precondition diagonal, not none".into(),
+            ));
+        }
+        let precondition = match (self.lbfgs_precondition, self.lbfgs_precondition_refresh) {
+            (Some(PreconditionArg::None), _) => Precondition::None,
+            (Some(PreconditionArg::Diagonal) | None, Some(refresh)) => Precondition::Diagonal { refresh },
+            (Some(PreconditionArg::Diagonal) | None, None) => Precondition::DEFAULT,
+        };
         if !lbfgs && self.gradient_tolerance.is_some() {
             return refuse("--gradient-tolerance", "the L-BFGS algorithms (lbfgs, hybrid)");
         }
@@ -268,6 +301,7 @@ impl TrainArgs {
             elastic,
             accelerate,
             memory,
+            precondition,
             rate,
             gradient_tolerance,
             mixing,
@@ -812,6 +846,7 @@ const RANGES: &[(&str, Range)] = &[
     ("elastic_threshold", Range::Float { min: 1.0, max: 1_000.0 }),
     ("kappa", Range::Float { min: 1e-9, max: 1e15 }),
     ("memory", Range::Int { min: 1, max: 1_000 }),
+    ("lbfgs_precondition_refresh", Range::Int { min: 0, max: 1_000_000 }),
     ("gradient_tolerance", Range::Float { min: 0.0, max: 0.999_999 }),
     ("sgd_rate", Range::Float { min: 1e-9, max: 100.0 }),
     ("speculate_factor", Range::Float { min: 1.0, max: 1_000.0 }),

@@ -136,7 +136,8 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 options.gradient_tolerance,
                 options.rate,
                 options.seed,
-            )?;
+            )?
+            .with_precondition(options.precondition);
             let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
             then.run(Linear::new(config, &layout.shapes, rows)?)
         }

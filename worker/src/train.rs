@@ -9,7 +9,7 @@ use crate::storage;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
 use linea_engine::cocoa::{AccelerateConfig, ElasticConfig};
-use linea_engine::hybrid::Mixing;
+use linea_engine::hybrid::{Mixing, Precondition};
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
 
@@ -36,6 +36,9 @@ pub struct TrainOptions {
     pub accelerate: Option<AccelerateConfig>,
     /// L-BFGS (lbfgs, hybrid): the curvature pairs kept (m).
     pub memory: u32,
+    /// L-BFGS (lbfgs, hybrid): its initial inverse Hessian (the Jacobi preconditioner or the
+    /// scalar scaling).
+    pub precondition: Precondition,
     /// Hybrid and IPM: the online passes' learning rate.
     pub rate: f64,
     /// L-BFGS (lbfgs, hybrid): stop once the gradient's norm is at most this fraction of
@@ -73,6 +76,7 @@ impl TrainOptions {
             elastic: None,
             accelerate: None,
             memory: 15,
+            precondition: Precondition::DEFAULT,
             rate: 0.5,
             gradient_tolerance: 1e-10,
             mixing: Mixing::Uniform,

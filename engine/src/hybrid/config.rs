@@ -26,6 +26,33 @@ pub enum Mixing {
     Examples,
 }
 
+/// L-BFGS's initial inverse Hessian `H0` (the hybrid's and distributed gradient's too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Precondition {
+    /// The scalar `s.y / y.y` of the newest pair (Nocedal and Wright's eq. 7.20).
+    None,
+    /// Agarwal et al.'s "standard Jacobi preconditioner": `H0 = diag(1 / (sum_i l''_i x_ij^2
+    /// + 2 l2))`, the inverse of the objective's Hessian diagonal, from a batch pass at the
+    /// starting point and then every `refresh` iterations (`0`: never again).
+    Diagonal { refresh: u32 },
+}
+
+impl Precondition {
+    /// The default: the diagonal, recomputed every 15 iterations (L-BFGS's default memory)
+    /// — docs/benchmarks.md, "The Jacobi preconditioner", measures it against none, once,
+    /// and every iteration.
+    pub const DEFAULT: Precondition = Precondition::Diagonal { refresh: 15 };
+
+    /// Whether the diagonal is recomputed in the iteration after `iterations` L-BFGS
+    /// iterations.
+    pub fn refreshes_after(self, iterations: u32) -> bool {
+        match self {
+            Precondition::None | Precondition::Diagonal { refresh: 0 } => false,
+            Precondition::Diagonal { refresh } => iterations % refresh == 0,
+        }
+    }
+}
+
 /// Validated settings: only [`LinearConfig::new`] makes one.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LinearConfig {
@@ -39,6 +66,7 @@ pub struct LinearConfig {
     gradient_tolerance: f64,
     rate: f64,
     seed: u64,
+    precondition: Precondition,
 }
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
@@ -114,7 +142,15 @@ impl LinearConfig {
         if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
             return Err(invalid("rate", rate, "must be in (0, 100]"));
         }
-        Ok(Self { mode, loss, l2, slots, memory, max_epochs, tolerance, gradient_tolerance, rate, seed })
+        let precondition = Precondition::DEFAULT;
+        Ok(Self { mode, loss, l2, slots, memory, max_epochs, tolerance, gradient_tolerance, rate, seed, precondition })
+    }
+
+    /// The same settings with L-BFGS's initial inverse Hessian chosen (IPM runs no L-BFGS
+    /// and ignores it).
+    pub fn with_precondition(mut self, precondition: Precondition) -> Self {
+        self.precondition = precondition;
+        self
     }
 
     pub fn mode(&self) -> Mode {
@@ -146,6 +182,9 @@ impl LinearConfig {
     }
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+    pub fn precondition(&self) -> Precondition {
+        self.precondition
     }
 
     /// The algorithm's short name, as the CLI, the model header and the wire use it.

@@ -5,7 +5,7 @@
 use super::config::Mixing;
 use super::layout::{GRAIN, Layout};
 use super::online::{adagrad_pass, perceptron_pass, sgd_pass};
-use super::pass::grain_pass;
+use super::pass::{grain_pass, grain_pass_curvature};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput};
 use crate::cocoa::rows::SlotRows;
 use crate::error::EngineError;
@@ -30,8 +30,10 @@ pub struct LinearKernel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LinearPhase {
     /// The data loss and its gradient at `w`: a range sum of `F + 1` (the gradient, then the
-    /// loss), each grain's part rounded once.
-    Evaluate { w: Vec<f64> },
+    /// loss), each grain's part rounded once. With `curvature`, `F` more: the data loss's
+    /// Hessian diagonal `sum_i l''_i x_ij^2` (the Jacobi preconditioner's), rounded the same
+    /// way, so it too is the same bits for any worker and slot count.
+    Evaluate { w: Vec<f64>, curvature: bool },
     /// One AdaGrad pass from `w = 0`; a range sum of `2F`: `G_j w_j` of each feature the
     /// slot touched, then `G_j - 1` (the accumulators start at 1, so an untouched feature
     /// weighs 1 with its value 0: the master adds those weights).
@@ -110,21 +112,36 @@ impl LinearKernel {
 
     /// The loss and gradient sums of a slot, one exact partial per grain (each grain's
     /// touched features, then its loss).
-    fn evaluate(&self, unit: usize, data: &SlotData, w: &[f64]) -> Result<Contribution, EngineError> {
+    /// With `curvature`, each grain's Hessian diagonal too, at `F + 1 + j`.
+    fn evaluate(&self, unit: usize, data: &SlotData, w: &[f64], curvature: bool) -> Result<Contribution, EngineError> {
         let rows = data.rows.as_ref().expect("gathered before");
         let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
         let range = SumRange::for_partials(self.layout.grains());
         let mut acc = vec![0.0; local.len()];
-        let entries = data.grain_features.iter().map(|t| t.len() + 1).sum();
+        let mut diagonal = if curvature { vec![0.0; local.len()] } else { Vec::new() };
+        let per_feature = if curvature { 2 } else { 1 };
+        let entries = data.grain_features.iter().map(|t| per_feature * t.len() + 1).sum();
         let mut sums = Vec::with_capacity(entries);
+        let features = self.features() as u32;
         for (rows_of_grain, touched) in self.grain_rows(unit).zip(&data.grain_features) {
-            let loss = grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc);
+            let loss = if curvature {
+                grain_pass_curvature(self.loss, rows, rows_of_grain, &local, &mut acc, &mut diagonal)
+            } else {
+                grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc)
+            };
             for &j in touched {
                 let j = j as usize;
                 sums.push((rows.globals[j], range.fixed(Quantity::Gradient, acc[j])?));
                 acc[j] = 0.0;
             }
-            sums.push((self.features() as u32, range.fixed(Quantity::Loss, loss)?));
+            sums.push((features, range.fixed(Quantity::Loss, loss)?));
+            if curvature {
+                for &j in touched {
+                    let j = j as usize;
+                    sums.push((features + 1 + rows.globals[j], range.fixed(Quantity::Curvature, diagonal[j])?));
+                    diagonal[j] = 0.0;
+                }
+            }
         }
         Ok(Contribution::Sparse(sums))
     }
@@ -162,9 +179,9 @@ impl Kernel for LinearKernel {
         let rows = state.rows.as_ref().expect("gathered above");
         let partials = SumRange::for_partials(self.layout.slots());
         let sums = match phase {
-            LinearPhase::Evaluate { w } => {
+            LinearPhase::Evaluate { w, curvature } => {
                 self.check_len(w)?;
-                self.evaluate(unit, state, w)?
+                self.evaluate(unit, state, w, *curvature)?
             }
             LinearPhase::Adagrad => {
                 let mut local = vec![0.0; rows.globals.len()];

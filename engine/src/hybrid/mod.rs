@@ -15,7 +15,14 @@
 //!
 //! Not here: asynchronous SGD (Hall et al.'s third strategy). It cannot be deterministic —
 //! its result depends on the order updates arrive in — so it is left out rather than built
-//! behind a flag. Nor the Jacobi preconditioner Agarwal et al. give L-BFGS.
+//! behind a flag.
+//!
+//! L-BFGS (alone and in the hybrid) is preconditioned as Agarwal et al.'s is, by the
+//! inverse of the objective's Hessian diagonal ([`Precondition`]): on data whose features'
+//! curvatures differ by orders of magnitude (criteo's rare categories) the scalar initial
+//! scaling costs many iterations. The diagonal comes from the same batch pass as the
+//! gradient and is reduced by the same exact sums, so it keeps L-BFGS's bits independent of
+//! the worker and slot count.
 
 pub mod config;
 pub mod kernel;
@@ -27,7 +34,7 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
-pub use config::{LinearConfig, Mixing, Mode};
+pub use config::{LinearConfig, Mixing, Mode, Precondition};
 pub use kernel::{LinearKernel, LinearPhase};
 pub use state::{LinearState, LinearStep};
 
@@ -101,10 +108,23 @@ impl Linear {
 
     /// The objective and its gradient at `w`: one batch pass.
     pub fn evaluate<R: Runner<LinearKernel>>(&self, runner: &mut R, w: &[f64]) -> Result<Point, R::Error> {
+        Ok(self.evaluate_with(runner, w, false)?.0)
+    }
+
+    /// [`Self::evaluate`], and with `curvature` the preconditioner's diagonal `H0` at `w`
+    /// from the same pass: `1 / (sum_i l''_i x_ij^2 + 2 l2)` (the Hessian of `l2 |w|^2` is
+    /// `2 l2`); 1 where that is not a positive number (a feature no row holds, unregularized).
+    fn evaluate_with<R: Runner<LinearKernel>>(
+        &self,
+        runner: &mut R,
+        w: &[f64],
+        curvature: bool,
+    ) -> Result<(Point, Option<Vec<f64>>), R::Error> {
         let features = self.kernel.features();
+        let len = if curvature { 2 * features + 1 } else { features + 1 };
         let request = PhaseRequest {
-            phase: LinearPhase::Evaluate { w: w.to_vec() },
-            reduction: Reduction::AllReduce { len: features + 1 },
+            phase: LinearPhase::Evaluate { w: w.to_vec(), curvature },
+            reduction: Reduction::AllReduce { len },
             mutates: false,
         };
         let sums = runner.run(request)?.sums.sums;
@@ -114,7 +134,30 @@ impl Linear {
         if !f.is_finite() {
             return Err(EngineError::Corrupt(format!("the objective at a trial point is {f}")).into());
         }
-        Ok(Point { f, g })
+        let diagonal = curvature.then(|| {
+            sums[features + 1..]
+                .iter()
+                .map(|&c| {
+                    let h = from_fixed128(c) + 2.0 * l2;
+                    if h > 0.0 && h.is_finite() { 1.0 / h } else { 1.0 }
+                })
+                .collect()
+        });
+        Ok((Point { f, g }, diagonal))
+    }
+
+    /// Whether L-BFGS runs preconditioned (never for IPM, which runs no L-BFGS).
+    fn preconditioned(&self) -> bool {
+        !matches!(self.config.mode(), Mode::Ipm(_))
+            && matches!(self.config.precondition(), Precondition::Diagonal { .. })
+    }
+
+    /// L-BFGS iterations completed (the hybrid's first epoch is its online pass).
+    fn lbfgs_iterations(&self) -> u32 {
+        match self.config.mode() {
+            Mode::Hybrid => self.state.epoch.saturating_sub(1),
+            _ => self.state.epoch,
+        }
     }
 
     /// Agarwal et al.'s warm start: every slot's AdaGrad pass, averaged per feature with
@@ -150,20 +193,27 @@ impl Linear {
     fn lbfgs_step<R: Runner<LinearKernel>>(
         &mut self,
         runner: &mut R,
-    ) -> Result<(Option<Pair>, u32, Option<String>), R::Error> {
+    ) -> Result<(Option<Pair>, u32, Option<String>, Option<Vec<f64>>), R::Error> {
         let f0 = self.state.f.expect("evaluated before");
         let g0 = self.state.g.clone();
         let mut pairs_used = self.state.pairs.len();
         let mut retried = false;
+        // A refresh computes the diagonal in every trial: the search accepts the last one.
+        let refresh = self.preconditioned() && self.config.precondition().refreshes_after(self.lbfgs_iterations() + 1);
         loop {
-            let d = direction(&g0, &self.state.pairs[..pairs_used]);
-            let t0 = if pairs_used == 0 { (1.0 / norm(&g0)).min(1.0) } else { 1.0 };
+            let h0 = (!self.state.diagonal.is_empty()).then_some(&self.state.diagonal[..]);
+            let d = direction(&g0, &self.state.pairs[..pairs_used], h0);
+            let t0 = if pairs_used == 0 && h0.is_none() { (1.0 / norm(&g0)).min(1.0) } else { 1.0 };
             let w = self.state.w.clone();
             let mut evaluations = 0u64;
+            let mut last_diagonal = None;
             let result = line_search(f0, &g0, &d, t0, |t| {
                 evaluations += 1;
                 let trial: Vec<f64> = w.iter().zip(&d).map(|(w, d)| w + t * d).collect();
-                self.evaluate(runner, &trial)
+                self.evaluate_with(runner, &trial, refresh).map(|(point, diagonal)| {
+                    last_diagonal = diagonal;
+                    point
+                })
             })?;
             self.state.evaluations += evaluations;
             match result {
@@ -184,9 +234,12 @@ impl Linear {
                     self.state.w = trial;
                     self.state.f = Some(accepted.point.f);
                     self.state.g = accepted.point.g;
+                    if let Some(diagonal) = &last_diagonal {
+                        self.state.diagonal = diagonal.clone();
+                    }
                     let note = retried
                         .then(|| "line search failed along the quasi-Newton direction; memory cleared".to_string());
-                    return Ok((pair, dropped, note));
+                    return Ok((pair, dropped, note, last_diagonal));
                 }
                 Err(_) if pairs_used > 0 => {
                     pairs_used = 0;
@@ -200,7 +253,7 @@ impl Linear {
                         SearchFailure::NotDescent => "the gradient gives no descent direction",
                         SearchFailure::Exhausted => "no step lowers the objective at this precision",
                     };
-                    return Ok((None, dropped, Some(format!("L-BFGS stopped: {why}"))));
+                    return Ok((None, dropped, Some(format!("L-BFGS stopped: {why}")), None));
                 }
             }
         }
@@ -255,25 +308,38 @@ impl Algorithm for Linear {
         state.objectives.push(step.f);
         state.evaluations = step.evaluations;
         state.stalled = step.stalled;
+        if let Some(diagonal) = step.diagonal {
+            if diagonal.len() != features {
+                return Err(EngineError::Corrupt("a preconditioner that does not fit the model".into()));
+            }
+            state.diagonal = diagonal;
+        }
         Ok(())
     }
 
     /// One epoch: (first) the objective at 0; then the warm start, an L-BFGS iteration or a
     /// mixing round.
     fn next_iter<R: Runner<LinearKernel>>(&mut self, runner: &mut R) -> Result<Iteration<LinearStep>, R::Error> {
+        let (mut pair, mut dropped, mut note, mut diagonal) = (None, 0, None, None);
         if self.state.f.is_none() {
-            let start = self.evaluate(runner, &self.state.w.clone())?;
+            // L-BFGS alone starts here: its preconditioner is this point's.
+            let curvature = self.preconditioned() && self.config.mode() == Mode::Lbfgs;
+            let (start, start_diagonal) = self.evaluate_with(runner, &self.state.w.clone(), curvature)?;
             self.state.evaluations += 1;
             self.state.initial = Some(start.f);
             self.state.initial_gradient_norm = norm(&start.g);
             self.state.f = Some(start.f);
             self.state.g = start.g;
+            if let Some(start_diagonal) = start_diagonal {
+                self.state.diagonal = start_diagonal.clone();
+                diagonal = Some(start_diagonal);
+            }
         }
-        let (mut pair, mut dropped, mut note) = (None, 0, None);
         match self.config.mode() {
             Mode::Hybrid if self.state.epoch == 0 => {
                 let w = self.warm_start(runner)?;
-                let point = self.evaluate(runner, &w)?;
+                let (point, warm_diagonal) = self.evaluate_with(runner, &w, self.preconditioned())?;
+                diagonal = warm_diagonal;
                 self.state.evaluations += 2;
                 note = Some(format!(
                     "AdaGrad warm start over {} slots: objective {:.6e} (from {:.6e} at 0)",
@@ -286,7 +352,9 @@ impl Algorithm for Linear {
                 self.state.g = point.g;
             }
             Mode::Lbfgs | Mode::Hybrid => {
-                (pair, dropped, note) = self.lbfgs_step(runner)?;
+                let refreshed;
+                (pair, dropped, note, refreshed) = self.lbfgs_step(runner)?;
+                diagonal = refreshed.or(diagonal);
             }
             Mode::Ipm(_) => {
                 let w = self.mix(runner)?;
@@ -298,6 +366,9 @@ impl Algorithm for Linear {
             }
         }
         let state = &mut self.state;
+        if let Some(diagonal) = &diagonal {
+            state.diagonal = diagonal.clone();
+        }
         state.epoch += 1;
         let f = state.f.expect("evaluated above");
         state.objectives.push(f);
@@ -312,6 +383,7 @@ impl Algorithm for Linear {
             dropped,
             evaluations: state.evaluations,
             stalled: state.stalled,
+            diagonal,
         };
         Ok(Iteration { epoch_done: true, step, note })
     }

@@ -22,52 +22,92 @@ use std::ops::Range;
 /// Adds `l'(y_i, x_i . w) x_ij` of rows `rows` (slot-local numbering) into `gradient`
 /// (indexed by local feature) and returns the sum of their losses, in row order.
 pub fn grain_pass(loss: Loss, slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
+    grain_pass_with::<false>(loss, slot, rows, w, gradient, &mut [])
+}
+
+/// [`grain_pass`] that also adds `l''(y_i, x_i . w) x_ij^2` into `curvature` (indexed like
+/// `gradient`): the Hessian diagonal of the data loss, for the Jacobi preconditioner, from
+/// the same margins (`Loss::derivatives(..).second`'s bits).
+pub fn grain_pass_curvature(
+    loss: Loss,
+    slot: &SlotRows,
+    rows: Range<usize>,
+    w: &[f64],
+    gradient: &mut [f64],
+    curvature: &mut [f64],
+) -> f64 {
+    grain_pass_with::<true>(loss, slot, rows, w, gradient, curvature)
+}
+
+/// The pass, with (`CURVATURE`) or without the Hessian diagonal: one copy of the loop each,
+/// so the pass without it does no extra work.
+fn grain_pass_with<const CURVATURE: bool>(
+    loss: Loss,
+    slot: &SlotRows,
+    rows: Range<usize>,
+    w: &[f64],
+    gradient: &mut [f64],
+    curvature: &mut [f64],
+) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
         #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-            pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, exp_inline))
+        fn compiled_for_fma<const CURVATURE: bool>(
+            slot: &SlotRows,
+            rows: Range<usize>,
+            w: &[f64],
+            gradient: &mut [f64],
+            curvature: &mut [f64],
+        ) -> f64 {
+            pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, exp_inline))
         }
         // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
         #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(slot, rows, w, gradient) };
+        return unsafe { compiled_for_fma::<CURVATURE>(slot, rows, w, gradient, curvature) };
     }
     match loss {
-        Loss::Logistic => pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, f64::exp)),
-        Loss::Squared => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Squared, y, m)),
-        Loss::Hinge => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Hinge, y, m)),
+        Loss::Logistic => {
+            pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, f64::exp))
+        }
+        Loss::Squared => pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| row_of(Loss::Squared, y, m)),
+        Loss::Hinge => pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| row_of(Loss::Hinge, y, m)),
     }
 }
 
-/// A row's loss and first derivative, as `Loss::value` and `Loss::derivatives` give them.
+/// A row's loss, first and second derivative, as `Loss::value` and `Loss::derivatives`
+/// give them.
 #[inline(always)]
-fn row_of(loss: Loss, y: f64, m: f64) -> (f64, f64) {
-    (loss.value(y, m), loss.derivatives(y, m).first)
+fn row_of(loss: Loss, y: f64, m: f64) -> (f64, f64, f64) {
+    let d = loss.derivatives(y, m);
+    (loss.value(y, m), d.first, d.second)
 }
 
-/// `(Loss::Logistic.value(y, f), Loss::Logistic.derivatives(y, f).first)` from one `exp`
-/// (see the module doc; `crate::loss::softplus_with` and `logistic_derivatives` are the
-/// operations repeated here). `-(y f)` is `(-y) f` bit for bit: negation is exact.
+/// `Loss::Logistic.value(y, f)` and `Loss::Logistic.derivatives(y, f)` (`.first`, `.second`)
+/// from one `exp` (see the module doc; `crate::loss::softplus_with` and
+/// `logistic_derivatives` are the operations repeated here). `-(y f)` is `(-y) f` bit for
+/// bit: negation is exact. The second derivative is unused, and so not computed, in the
+/// pass without curvature.
 #[inline(always)]
-pub(crate) fn logistic_row(y: f64, f: f64, exp: impl Fn(f64) -> f64) -> (f64, f64) {
+pub(crate) fn logistic_row(y: f64, f: f64, exp: impl Fn(f64) -> f64) -> (f64, f64, f64) {
     let margin = y * f;
     let e = exp(-margin.abs());
     let z = -margin;
     let value = if z > 0.0 { z + e.ln_1p() } else { e.ln_1p() };
     let inv = 1.0 / (1.0 + e);
     let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
-    (value, -y * sigma_neg)
+    (value, -y * sigma_neg, e * inv * inv)
 }
 
 /// [`grain_pass`]' loop with the row's loss and derivative given; the value kind is matched
 /// once, outside the rows.
 #[inline(always)]
-fn pass_loop(
+fn pass_loop<const CURVATURE: bool>(
     slot: &SlotRows,
     rows: Range<usize>,
     w: &[f64],
     gradient: &mut [f64],
-    row: impl Fn(f64, f64) -> (f64, f64),
+    curvature: &mut [f64],
+    row: impl Fn(f64, f64) -> (f64, f64, f64),
 ) -> f64 {
     let (starts, features, values) = slot.csr();
     let mut loss = 0.0;
@@ -75,9 +115,12 @@ fn pass_loop(
         None => {
             for i in rows {
                 let entries = &features[starts[i]..starts[i + 1]];
-                let (value, d) = row(slot.targets[i], margin_of_ones(entries, w));
+                let (value, d, h) = row(slot.targets[i], margin_of_ones(entries, w));
                 loss += value;
                 add_ones(entries, d, gradient);
+                if CURVATURE {
+                    add_ones(entries, h, curvature);
+                }
             }
         }
         Some(values) => {
@@ -86,10 +129,15 @@ fn pass_loop(
                 let entries = &features[range.clone()];
                 let xs = &values[range];
                 let m: f64 = entries.iter().zip(xs).map(|(&j, &x)| w[j as usize] * x).sum();
-                let (value, d) = row(slot.targets[i], m);
+                let (value, d, h) = row(slot.targets[i], m);
                 loss += value;
                 for (&j, &x) in entries.iter().zip(xs) {
                     gradient[j as usize] += d * x;
+                }
+                if CURVATURE {
+                    for (&j, &x) in entries.iter().zip(xs) {
+                        curvature[j as usize] += h * (x * x);
+                    }
                 }
             }
         }
@@ -131,7 +179,7 @@ fn add_ones(entries: &[u32], d: f64, gradient: &mut [f64]) {
 mod tests {
     use super::*;
 
-    /// The shared-`exp` logistic row has the bits of `Loss::value` and `Loss::derivatives`,
+    /// The shared-`exp` logistic row has the bits of `Loss::value` and `Loss::derivatives` (both),
     /// with the library's `exp` and (where the machine allows) the inlined one, over margins
     /// from the saturated tails through both zeros.
     #[test]
@@ -145,12 +193,13 @@ mod tests {
         let inline = Exp::detect() == Exp::Inline;
         for &f in &margins {
             for y in [1.0, -1.0] {
-                let expected = (Loss::Logistic.value(y, f).to_bits(), Loss::Logistic.derivatives(y, f).first.to_bits());
-                let (v, d) = logistic_row(y, f, f64::exp);
-                assert_eq!((v.to_bits(), d.to_bits()), expected, "y {y} f {f}");
+                let derivatives = Loss::Logistic.derivatives(y, f);
+                let expected =
+                    (Loss::Logistic.value(y, f).to_bits(), derivatives.first.to_bits(), derivatives.second.to_bits());
+                let bits = |(v, d, h): (f64, f64, f64)| (v.to_bits(), d.to_bits(), h.to_bits());
+                assert_eq!(bits(logistic_row(y, f, f64::exp)), expected, "y {y} f {f}");
                 if inline {
-                    let (v, d) = probe_inline(y, f);
-                    assert_eq!((v.to_bits(), d.to_bits()), expected, "inline exp, y {y} f {f}");
+                    assert_eq!(bits(probe_inline(y, f)), expected, "inline exp, y {y} f {f}");
                 }
             }
         }
@@ -173,9 +222,9 @@ mod tests {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn probe_inline(y: f64, f: f64) -> (f64, f64) {
+    fn probe_inline(y: f64, f: f64) -> (f64, f64, f64) {
         #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(y: f64, f: f64) -> (f64, f64) {
+        fn compiled_for_fma(y: f64, f: f64) -> (f64, f64, f64) {
             logistic_row(y, f, exp_inline)
         }
         // SAFETY: only called when Exp::detect() found FMA and AVX2.
@@ -186,7 +235,7 @@ mod tests {
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    fn probe_inline(y: f64, f: f64) -> (f64, f64) {
+    fn probe_inline(y: f64, f: f64) -> (f64, f64, f64) {
         logistic_row(y, f, exp_inline)
     }
 }

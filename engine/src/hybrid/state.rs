@@ -27,6 +27,9 @@ pub struct LinearState {
     /// Set when the run stopped for a reason the history alone does not show (the line
     /// search could not lower the objective any further).
     pub stalled: bool,
+    /// L-BFGS's initial inverse Hessian `H0` when the Jacobi preconditioner is on (the
+    /// inverse Hessian diagonal at the point it was last computed at); empty otherwise.
+    pub diagonal: Vec<f64>,
 }
 
 /// What one epoch changed: replayed onto the state it followed, it gives the next state.
@@ -45,6 +48,8 @@ pub struct LinearStep {
     pub dropped: u32,
     pub evaluations: u64,
     pub stalled: bool,
+    /// The preconditioner's diagonal when this epoch computed a new one.
+    pub diagonal: Option<Vec<f64>>,
 }
 
 impl LinearState {

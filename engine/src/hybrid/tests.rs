@@ -77,6 +77,64 @@ fn lbfgs_reaches_the_direct_optimum_with_the_same_bits_for_any_slots_and_threads
     }
 }
 
+/// Every preconditioner setting reaches the optimum, and the preconditioner (reduced by the
+/// same exact sums as the gradient) keeps L-BFGS's bits independent of slots and threads.
+#[test]
+fn preconditioned_lbfgs_reaches_the_optimum_with_the_same_bits_for_any_slots_and_threads() {
+    let settings = [
+        Precondition::None,
+        Precondition::Diagonal { refresh: 0 },
+        Precondition::Diagonal { refresh: 1 },
+        Precondition::Diagonal { refresh: 4 },
+    ];
+    for (loss, l2) in [(Loss::Logistic, 1.0), (Loss::Squared, 2.0)] {
+        let p = problem(loss, 7);
+        let best = optimum(&p, loss, l2);
+        for precondition in settings {
+            let with = |slots| config(Mode::Lbfgs, loss, l2, slots, 200).with_precondition(precondition);
+            let a = run(&p, with(1), 1);
+            let reached = *a.state().objectives.last().unwrap();
+            println!(
+                "{loss:?} {precondition:?}: {} epochs, {} passes, {reached} vs {best}",
+                a.state().epoch,
+                a.state().evaluations
+            );
+            assert!((reached - best) / best <= 1e-10, "{loss:?} {precondition:?}: {reached} vs {best}");
+            assert_eq!(a.state().diagonal.is_empty(), precondition == Precondition::None);
+            let b = run(&p, with(4), 3);
+            assert_eq!(
+                encode(a.state()),
+                encode(b.state()),
+                "{loss:?} {precondition:?}: slots or threads changed the bits"
+            );
+        }
+    }
+}
+
+/// The preconditioner the pass computes is the inverse of the objective's Hessian diagonal,
+/// `sum_i l''(y_i, x_i.w) x_ij^2 + 2 l2`, computed directly from the rows here.
+#[test]
+fn the_pass_computes_the_inverse_hessian_diagonal() {
+    for (loss, l2) in [(Loss::Logistic, 0.7), (Loss::Squared, 0.7)] {
+        let p = problem(loss, 5);
+        let linear = Linear::for_grid(config(Mode::Lbfgs, loss, l2, 1, 10), &p.grid).unwrap();
+        let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, 2);
+        let mut rng = SplitMix64::new(4);
+        let w: Vec<f64> = (0..p.features).map(|_| (rng.below(2001) as f64 - 1000.0) / 2000.0).collect();
+        let (point, diagonal) = linear.evaluate_with(&mut runner, &w, true).unwrap();
+        assert_eq!(point, linear.evaluate(&mut runner, &w).unwrap(), "the curvature changes nothing else");
+        let mut direct = vec![2.0 * l2; p.features];
+        for (row, &y) in p.rows.iter().zip(&p.targets) {
+            let m: f64 = row.iter().map(|&(j, x)| w[j] * x).sum();
+            let h = loss.derivatives(y, m).second;
+            row.iter().for_each(|&(j, x)| direct[j] += h * x * x);
+        }
+        for (j, (&h0, &d)) in diagonal.unwrap().iter().zip(&direct).enumerate() {
+            assert!((h0 * d - 1.0).abs() <= 1e-10, "{loss:?} feature {j}: 1/{h0} vs {d}");
+        }
+    }
+}
+
 #[test]
 fn every_accepted_lbfgs_step_satisfies_the_strong_wolfe_conditions() {
     let p = problem(Loss::Logistic, 8);
@@ -91,7 +149,8 @@ fn every_accepted_lbfgs_step_satisfies_the_strong_wolfe_conditions() {
             continue;
         }
         // The step taken: w' = w + t d with d = -H g from the pairs before it.
-        let d = lbfgs::direction(&before.g, &before.pairs);
+        let h0 = (!before.diagonal.is_empty()).then_some(&before.diagonal[..]);
+        let d = lbfgs::direction(&before.g, &before.pairs, h0);
         let s: Vec<f64> = after.w.iter().zip(&before.w).map(|(a, b)| a - b).collect();
         let t = lbfgs::dot(&s, &d) / lbfgs::dot(&d, &d);
         let d0 = lbfgs::dot(&before.g, &d);
@@ -203,6 +262,7 @@ fn a_checkpointed_run_replays_to_the_same_state() {
         dropped: 0,
         evaluations: 0,
         stalled: false,
+        diagonal: None,
     };
     assert!(wrong.replay(step).is_err(), "a step out of order is refused");
 }

@@ -307,7 +307,7 @@ impl<K: Kernel> Server<K> {
 fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
     let manifest = serde_json::to_vec(&layout.manifest).expect("serializes");
     format!(
-        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|gap_every_epoch={}|elastic={:?}|accelerate={:?}|memory={}|rate={}|gradient={}|mixing={:?}|manifest-crc32c:{:08x}",
+        "{:?}|{}|l2={}|l1={}|epochs={}|tolerance={}|seed={}|slots={}|passes={}|gap={}|gap_every_epoch={}|elastic={:?}|accelerate={:?}|memory={}|precondition={:?}|rate={}|gradient={}|mixing={:?}|manifest-crc32c:{:08x}",
         options.algorithm,
         options.loss.name(),
         options.l2,
@@ -322,6 +322,7 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
         options.elastic,
         options.accelerate,
         options.memory,
+        options.precondition,
         options.rate,
         options.gradient_tolerance,
         options.mixing,
