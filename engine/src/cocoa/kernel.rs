@@ -30,8 +30,9 @@ pub enum CocoaPhase {
     /// the feature count, and returns its new dual variables as the payload.
     /// `spread`: per-feature aggregation ([`super::config::Aggregation::PerFeature`]), the
     /// number of slots holding each feature, from a [`CocoaPhase::Spread`]; `None`: the
-    /// kernel's scalar `sigma'`.
-    LocalSolve { epoch: u32, v: Vec<f64>, spread: Option<Vec<u32>> },
+    /// kernel's scalar `sigma'`. `tolerance`: the logistic step's inner tolerance for the
+    /// epoch ([`super::step_tolerance`]; 0: exact).
+    LocalSolve { epoch: u32, v: Vec<f64>, spread: Option<Vec<u32>>, tolerance: f64 },
     /// Each slot adds 1 for every feature its rows hold a non-zero of, into a range sum of
     /// the feature count: the master gets, exactly, how many slots share each feature.
     Spread,
@@ -152,7 +153,7 @@ impl Kernel for CocoaKernel {
         }
         let rows = state.rows.as_ref().expect("gathered above");
         match phase {
-            CocoaPhase::LocalSolve { epoch, v, spread } => {
+            CocoaPhase::LocalSolve { epoch, v, spread, tolerance } => {
                 if v.len() != self.features() {
                     return Err(
                         EngineError::Corrupt(format!("shared vector of {} for {}", v.len(), self.features())).into()
@@ -161,7 +162,11 @@ impl Kernel for CocoaKernel {
                 let orders: Vec<Vec<u32>> =
                     (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
                 let orders = orders.iter().map(Vec::as_slice);
-                let mut problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
+                if !(tolerance.is_finite() && *tolerance >= 0.0) {
+                    return Err(EngineError::Corrupt(format!("step tolerance {tolerance}")).into());
+                }
+                let mut problem =
+                    Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma, tolerance: *tolerance };
                 let solve = match spread {
                     None => local_solve(problem, rows, &mut state.alpha, v, orders),
                     Some(spread) => {

@@ -15,6 +15,9 @@ pub struct Subproblem {
     pub lambda: f64,
     /// CoCoA+'s `sigma'`: K for adding the slots' updates (Ma, Smith et al. 2015, sec. 3).
     pub sigma: f64,
+    /// The logistic step's inner tolerance ([`crate::Loss::sdca_step_with`]; 0: exact), set
+    /// by the master for the epoch ([`super::step_tolerance`]).
+    pub tolerance: f64,
 }
 
 /// Runs SDCA on slot rows `rows` with dual variables `alpha` (updated in place), starting
@@ -127,7 +130,7 @@ fn solve_loop(
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
 ) -> LocalSolve {
-    let Subproblem { loss, lambda, sigma } = problem;
+    let Subproblem { loss, lambda, sigma, tolerance } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
@@ -137,7 +140,7 @@ fn solve_loop(
             let i = i as usize;
             let m = rows.dot(i, &model);
             let q = scale * rows.norms[i];
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, tolerance, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
                 progress += q * step.delta * step.delta;
@@ -174,7 +177,7 @@ fn solve_loop_per_feature(
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
 ) -> LocalSolve {
-    let Subproblem { loss, lambda, .. } = problem;
+    let Subproblem { loss, lambda, tolerance, .. } = problem;
     let scale: Vec<f64> = weights.sigma.iter().map(|&s| s / lambda).collect();
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
@@ -184,7 +187,7 @@ fn solve_loop_per_feature(
             let i = i as usize;
             let m = rows.dot(i, &model);
             let q = weights.norms[i] / lambda;
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, tolerance, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
                 progress += q * step.delta * step.delta;
