@@ -93,8 +93,12 @@ impl RawExample {
             NumericMode::Dense => {}
             NumericMode::Buckets => {
                 let bucket = (2.0 * value.abs().ln_1p() / std::f64::consts::LN_2).floor() as i64;
-                let key = if value < 0.0 { format!("-{bucket}") } else { bucket.to_string() };
-                self.push(variable, &key, 1.0)
+                let start = self.keys.len() as u32;
+                if value < 0.0 {
+                    self.keys.push('-');
+                }
+                self.keys.push_str(itoa::Buffer::new().format(bucket));
+                self.features.push((variable, start, self.keys.len() as u32, 1.0));
             }
         }
     }
