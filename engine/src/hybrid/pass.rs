@@ -28,13 +28,11 @@ pub fn grain_pass(loss: Loss, slot: &SlotRows, rows: Range<usize>, w: &[f64], gr
     fma::dispatch! {
         if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
         fn(slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-            // Closures, not the function items: they are compiled for FMA with the loop (see
-            // `softplus_inline`).
-            pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, |x| exp_inline(x), |x| log1p_inline(x)))
+            pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, Inline))
         }
         else {
             match loss {
-                Loss::Logistic => pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, f64::exp, f64::ln_1p)),
+                Loss::Logistic => pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, Library)),
                 Loss::Squared => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Squared, y, m)),
                 Loss::Hinge => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Hinge, y, m)),
             }
@@ -50,17 +48,57 @@ fn row_of(loss: Loss, y: f64, m: f64) -> (f64, f64) {
 
 /// `(Loss::Logistic.value(y, f), Loss::Logistic.derivatives(y, f).first)` from one `exp`
 /// (see the module doc; `crate::loss::softplus_with` and `logistic_derivatives` are the
-/// operations repeated here), with the `exp` and `log1p` given (the library's, or the
+/// operations repeated here), with the `exp` and `log1p` of `math` (the library's, or the
 /// inline ones with the same bits). `-(y f)` is `(-y) f` bit for bit: negation is exact.
 #[inline(always)]
-pub(crate) fn logistic_row(y: f64, f: f64, exp: impl Fn(f64) -> f64, log1p: impl Fn(f64) -> f64) -> (f64, f64) {
+pub(crate) fn logistic_row(y: f64, f: f64, math: impl ExpLog1p) -> (f64, f64) {
     let margin = y * f;
-    let e = exp(-margin.abs());
+    let e = math.exp(-margin.abs());
     let z = -margin;
-    let value = if z > 0.0 { z + log1p(e) } else { log1p(e) };
+    let value = if z > 0.0 { z + math.log1p(e) } else { math.log1p(e) };
     let inv = 1.0 / (1.0 + e);
     let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
     (value, -y * sigma_neg)
+}
+
+/// The `exp` and `log1p` a logistic row takes, as a type so each loop is its own copy with
+/// both inlined (a function passed as `impl Fn` is not always inlined, and then its
+/// `mul_add`s run outside the FMA copy: see `softplus_inline`).
+pub(crate) trait ExpLog1p: Copy {
+    fn exp(self, x: f64) -> f64;
+    fn log1p(self, x: f64) -> f64;
+}
+
+/// The C library's `exp` and `log1p`.
+#[derive(Clone, Copy)]
+pub(crate) struct Library;
+
+impl ExpLog1p for Library {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        x.exp()
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        x.ln_1p()
+    }
+}
+
+/// [`exp_inline`] and [`log1p_inline`]: only inside code compiled for FMA.
+#[derive(Clone, Copy)]
+pub(crate) struct Inline;
+
+impl ExpLog1p for Inline {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        exp_inline(x)
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        log1p_inline(x)
+    }
 }
 
 /// [`grain_pass`]' loop with the row's loss and derivative given; the value kind is matched
@@ -150,7 +188,7 @@ mod tests {
         for &f in &margins {
             for y in [1.0, -1.0] {
                 let expected = (Loss::Logistic.value(y, f).to_bits(), Loss::Logistic.derivatives(y, f).first.to_bits());
-                let (v, d) = logistic_row(y, f, f64::exp, f64::ln_1p);
+                let (v, d) = logistic_row(y, f, Library);
                 assert_eq!((v.to_bits(), d.to_bits()), expected, "y {y} f {f}");
                 if inline {
                     let (v, d) = probe_inline(y, f);
@@ -179,8 +217,8 @@ mod tests {
     fn probe_inline(y: f64, f: f64) -> (f64, f64) {
         crate::fma::dispatch! {
             if true;
-            fn(y: f64, f: f64) -> (f64, f64) { logistic_row(y, f, |x| exp_inline(x), |x| log1p_inline(x)) }
-            else { logistic_row(y, f, exp_inline, log1p_inline) }
+            fn(y: f64, f: f64) -> (f64, f64) { logistic_row(y, f, Inline) }
+            else { logistic_row(y, f, Inline) }
         }
     }
 }
