@@ -43,12 +43,18 @@ impl Cell {
     /// Builds a cell from (row, block feature, value) triples in any order.
     ///
     /// `linea prepare` hands them over in row order, one shard of one variable at a time,
-    /// so the sort is skipped when they are sorted already, and local feature numbers come
+    /// so only rows whose features are out of order are sorted, and local feature numbers come
     /// from a table over the block's features when it is not much larger than the cell
     /// (a binary search per non-zero otherwise). Either way the cell is the same.
     pub fn from_triples(mut triples: Vec<(u32, u32, f64)>) -> Cell {
         if !triples.is_sorted_by_key(|t| (t.0, t.1)) {
-            triples.sort_by_key(|t| (t.0, t.1));
+            if triples.is_sorted_by_key(|t| t.0) {
+                // Rows in order, features in first-seen order: sort within each row only
+                // (stable, as the whole sort is, so repeated features keep their order).
+                triples.chunk_by_mut(|a, b| a.0 == b.0).for_each(|row| row.sort_by_key(|t| t.1));
+            } else {
+                triples.sort_by_key(|t| (t.0, t.1));
+            }
         }
         let features_end = triples.iter().map(|t| t.1 as usize + 1).max().unwrap_or(0);
         let (feature_ids, local) = if features_end <= 4 * triples.len() + 1024 {
@@ -148,12 +154,13 @@ mod tests {
 
     proptest! {
         /// Both ways of numbering features (the table, the binary search for features far
-        /// beyond the cell's size) and the skipped sort give the cell of the definition:
+        /// beyond the cell's size) and the three ways of sorting (none, within rows, all)
+        /// give the cell of the definition:
         /// non-zeros by (row, feature), features numbered in increasing order.
         #[test]
         fn a_cell_is_its_triples_sorted_with_features_numbered_in_order(
             triples in prop::collection::vec((0u32..50, prop_oneof![0u32..40, 0u32..5_000_000], -2.0f64..2.0), 0..300),
-            sorted in any::<bool>(),
+            order in 0u8..3,
             ones in any::<bool>(),
         ) {
             let mut triples: Vec<(u32, u32, f64)> =
@@ -161,8 +168,10 @@ mod tests {
             triples.sort_by_key(|t| (t.0, t.1));
             triples.dedup_by_key(|t| (t.0, t.1));
             let expected = triples.clone();
-            if !sorted {
-                triples.reverse();
+            match order {
+                0 => {}                                                                  // sorted
+                1 => triples.reverse(),                                                  // rows out of order
+                _ => triples.chunk_by_mut(|a, b| a.0 == b.0).for_each(|row| row.reverse()), // features
             }
             let cell = Cell::from_triples(triples);
             let mut features: Vec<u32> = expected.iter().map(|t| t.1).collect();
