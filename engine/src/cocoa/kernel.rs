@@ -61,6 +61,13 @@ pub struct SlotState {
     weights: Option<(Vec<u32>, FeatureWeights)>,
 }
 
+impl SlotState {
+    /// The slot's rows, once gathered (or merged from its old slots' at a scale-in).
+    pub fn rows(&self) -> Option<&SlotRows> {
+        self.rows.as_ref()
+    }
+}
+
 impl CocoaKernel {
     pub fn features(&self) -> usize {
         *self.block_offsets.last().unwrap_or(&0)
@@ -244,6 +251,29 @@ impl Kernel for CocoaKernel {
 
     fn restore<G: GridSource>(&self, unit: usize, base: &Vec<f64>, _grid: &G) -> Result<SlotState, G::Error> {
         Ok(self.slot_from(unit, base.clone())?)
+    }
+
+    /// A scale-in's slot takes over its m old slots when nothing but the slot count changed.
+    fn merges_from(&self, old: &Self, unit: usize) -> Option<std::ops::Range<usize>> {
+        let same = self.loss == old.loss && self.block_offsets == old.block_offsets;
+        let m = self.layout.merge_factor(&old.layout).filter(|_| same)?;
+        Some(unit * m..(unit + 1) * m)
+    }
+
+    /// The merged slot's rows are its old slots' rows put together ([`SlotRows::concat`],
+    /// equal to gathering them); its dual variables are the committed ones, as a restored
+    /// slot's. Parts without rows (never gathered) leave the gathering to the first phase.
+    fn merge<G: GridSource>(
+        &self,
+        unit: usize,
+        base: &Vec<f64>,
+        parts: Vec<SlotState>,
+        _grid: &G,
+    ) -> Result<SlotState, G::Error> {
+        let mut state = self.slot_from(unit, base.clone())?;
+        let rows: Option<Vec<SlotRows>> = parts.into_iter().map(|p| p.rows).collect();
+        state.rows = rows.map(|r| SlotRows::concat(&r)).filter(|r| r.len() == self.slot_len(unit));
+        Ok(state)
     }
 
     fn encode_state(&self, state: &SlotState) -> Vec<u8> {

@@ -44,6 +44,8 @@ pub mod elastic;
 pub mod kernel;
 pub mod layout;
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod per_feature_tests;
 pub mod rows;
 pub mod schedule;

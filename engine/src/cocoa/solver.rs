@@ -2,8 +2,8 @@
 //! dual objectives. Pure functions of the slot's rows, dual variables and the phase.
 
 use super::rows::SlotRows;
+use crate::fma;
 use crate::loss::Loss;
-#[cfg(target_arch = "x86_64")]
 use crate::scd::fast_exp::{Exp, exp_inline};
 use crate::scd::fast_log1p::softplus_inline;
 
@@ -94,29 +94,21 @@ fn solve<'o>(
     orders: impl IntoIterator<Item = &'o [u32]>,
 ) -> LocalSolve {
     let orders: Vec<&[u32]> = orders.into_iter().collect();
-    #[cfg(target_arch = "x86_64")]
-    if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(
-            problem: Subproblem,
-            coupling: Coupling,
-            rows: &SlotRows,
-            alpha: &mut [f64],
-            v: &[f64],
-            orders: &[&[u32]],
-        ) -> LocalSolve {
+    let orders = orders.as_slice();
+    fma::dispatch! {
+        if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(problem: Subproblem, coupling: Coupling, rows: &SlotRows, alpha: &mut [f64], v: &[f64], orders: &[&[u32]]) -> LocalSolve {
             match coupling {
                 Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline),
                 Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, exp_inline),
             }
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(problem, coupling, rows, alpha, v, &orders) };
-    }
-    match coupling {
-        Coupling::Scalar => solve_loop(problem, rows, alpha, v, &orders, f64::exp),
-        Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, &orders, f64::exp),
+        else {
+            match coupling {
+                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, f64::exp),
+                Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, f64::exp),
+            }
+        }
     }
 }
 
@@ -211,17 +203,15 @@ pub struct ObjectiveTerms {
 /// Logistic loss runs a copy with `exp` inlined where allowed, as [`local_solve`] does.
 pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) -> ObjectiveTerms {
     let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
+    let local = local.as_slice();
+    let terms = fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
             terms_loop(rows, alpha, local, |y, f| softplus_inline(-y * f))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(rows, alpha, &local) }.with_conjugate(loss, rows, alpha);
-    }
-    terms_loop(rows, alpha, &local, |y, f| loss.value(y, f)).with_conjugate(loss, rows, alpha)
+        else { terms_loop(rows, alpha, local, |y, f| loss.value(y, f)) }
+    };
+    terms.with_conjugate(loss, rows, alpha)
 }
 
 /// The losses' sum, in row order (the conjugates come after, [`ObjectiveTerms::with_conjugate`]).

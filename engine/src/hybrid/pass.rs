@@ -8,34 +8,35 @@
 //! (Rust never fuses a multiply and an add unless told to with `mul_add`):
 //!
 //! - Logistic loss on a machine where [`Exp::detect`] allows it runs a copy compiled for
-//!   FMA and AVX2 with glibc's `exp` inlined ([`exp_inline`]: the library's bits).
+//!   FMA and AVX2 with glibc's `exp` and `log1p` inlined ([`exp_inline`],
+//!   [`log1p_inline`]: the library's bits).
 //! - The logistic loss and its derivative share one `exp`: `softplus(-m)` takes
 //!   `exp(-|m|)` (it takes `exp(m)` when `m < 0` and `exp(-m)` otherwise) and so does the
 //!   derivative, so computing it once changes no bit and saves one `exp` per row.
 //! - Binary rows (all values 1) add `l'` itself: `l' * 1.0` is `l'` exactly.
 
 use crate::cocoa::rows::SlotRows;
+use crate::fma;
 use crate::loss::Loss;
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::log1p_inline;
 use std::ops::Range;
 
 /// Adds `l'(y_i, x_i . w) x_ij` of rows `rows` (slot-local numbering) into `gradient`
 /// (indexed by local feature) and returns the sum of their losses, in row order.
 pub fn grain_pass(loss: Loss, slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-            pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, exp_inline))
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
+            pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, Inline))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(slot, rows, w, gradient) };
-    }
-    match loss {
-        Loss::Logistic => pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, f64::exp)),
-        Loss::Squared => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Squared, y, m)),
-        Loss::Hinge => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Hinge, y, m)),
+        else {
+            match loss {
+                Loss::Logistic => pass_loop(slot, rows, w, gradient, |y, m| logistic_row(y, m, Library)),
+                Loss::Squared => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Squared, y, m)),
+                Loss::Hinge => pass_loop(slot, rows, w, gradient, |y, m| row_of(Loss::Hinge, y, m)),
+            }
+        }
     }
 }
 
@@ -47,16 +48,57 @@ fn row_of(loss: Loss, y: f64, m: f64) -> (f64, f64) {
 
 /// `(Loss::Logistic.value(y, f), Loss::Logistic.derivatives(y, f).first)` from one `exp`
 /// (see the module doc; `crate::loss::softplus_with` and `logistic_derivatives` are the
-/// operations repeated here). `-(y f)` is `(-y) f` bit for bit: negation is exact.
+/// operations repeated here), with the `exp` and `log1p` of `math` (the library's, or the
+/// inline ones with the same bits). `-(y f)` is `(-y) f` bit for bit: negation is exact.
 #[inline(always)]
-pub(crate) fn logistic_row(y: f64, f: f64, exp: impl Fn(f64) -> f64) -> (f64, f64) {
+pub(crate) fn logistic_row(y: f64, f: f64, math: impl ExpLog1p) -> (f64, f64) {
     let margin = y * f;
-    let e = exp(-margin.abs());
+    let e = math.exp(-margin.abs());
     let z = -margin;
-    let value = if z > 0.0 { z + e.ln_1p() } else { e.ln_1p() };
+    let value = if z > 0.0 { z + math.log1p(e) } else { math.log1p(e) };
     let inv = 1.0 / (1.0 + e);
     let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
     (value, -y * sigma_neg)
+}
+
+/// The `exp` and `log1p` a logistic row takes, as a type so each loop is its own copy with
+/// both inlined (a function passed as `impl Fn` is not always inlined, and then its
+/// `mul_add`s run outside the FMA copy: see `softplus_inline`).
+pub(crate) trait ExpLog1p: Copy {
+    fn exp(self, x: f64) -> f64;
+    fn log1p(self, x: f64) -> f64;
+}
+
+/// The C library's `exp` and `log1p`.
+#[derive(Clone, Copy)]
+pub(crate) struct Library;
+
+impl ExpLog1p for Library {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        x.exp()
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        x.ln_1p()
+    }
+}
+
+/// [`exp_inline`] and [`log1p_inline`]: only inside code compiled for FMA.
+#[derive(Clone, Copy)]
+pub(crate) struct Inline;
+
+impl ExpLog1p for Inline {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        exp_inline(x)
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        log1p_inline(x)
+    }
 }
 
 /// [`grain_pass`]' loop with the row's loss and derivative given; the value kind is matched
@@ -132,7 +174,7 @@ mod tests {
     use super::*;
 
     /// The shared-`exp` logistic row has the bits of `Loss::value` and `Loss::derivatives`,
-    /// with the library's `exp` and (where the machine allows) the inlined one, over margins
+    /// with the library's `exp` and `log1p` and (where the machine allows) the inlined ones, over margins
     /// from the saturated tails through both zeros.
     #[test]
     fn the_shared_exp_row_has_the_bits_of_value_and_derivatives() {
@@ -146,7 +188,7 @@ mod tests {
         for &f in &margins {
             for y in [1.0, -1.0] {
                 let expected = (Loss::Logistic.value(y, f).to_bits(), Loss::Logistic.derivatives(y, f).first.to_bits());
-                let (v, d) = logistic_row(y, f, f64::exp);
+                let (v, d) = logistic_row(y, f, Library);
                 assert_eq!((v.to_bits(), d.to_bits()), expected, "y {y} f {f}");
                 if inline {
                     let (v, d) = probe_inline(y, f);
@@ -172,21 +214,11 @@ mod tests {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
     fn probe_inline(y: f64, f: f64) -> (f64, f64) {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(y: f64, f: f64) -> (f64, f64) {
-            logistic_row(y, f, exp_inline)
+        crate::fma::dispatch! {
+            if true;
+            fn(y: f64, f: f64) -> (f64, f64) { logistic_row(y, f, Inline) }
+            else { logistic_row(y, f, Inline) }
         }
-        // SAFETY: only called when Exp::detect() found FMA and AVX2.
-        #[allow(unsafe_code)]
-        unsafe {
-            compiled_for_fma(y, f)
-        }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn probe_inline(y: f64, f: f64) -> (f64, f64) {
-        logistic_row(y, f, exp_inline)
     }
 }
