@@ -21,7 +21,7 @@ sets=("$@")
 
 VENV="$(bash bench/peers/setup.sh)"
 # The `linea` that `cargo test --workspace` builds (the same feature resolution: no rebuild).
-nice -n 10 cargo test --release --locked --workspace --no-run --test cli >&2
+build_release --test cli
 out=bench/peers/results-algorithms
 run_peer_sets "$VENV" "$out" --tools linea,linea-cocoa,linea-lbfgs,linea-hybrid,linea-ipm,vw-bfgs \
     --linea-tolerance 1e-10 --linea-epochs 1000 --max-seconds 60 --timeout 300 -- "${sets[@]}"

@@ -11,7 +11,7 @@
 # Several minutes on 2 cores at the defaults; everything runs under `nice -n 10`.
 . "$(dirname "$0")/../scripts/env.sh"
 cd "$LINEA_ROOT"
-nice -n 10 cargo build --release --locked -p linea-bench --bin allreduce-bench >&2
+build_release
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); before: $(uptime)"
 nice -n 10 "$CARGO_TARGET_DIR/release/allreduce-bench" "$@"
 echo "after: $(uptime)"

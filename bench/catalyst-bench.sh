@@ -17,7 +17,7 @@ cd "$LINEA_ROOT"
 data=${LINEA_DATA:-/work/shared/data}
 budget=${1:-60}
 modes=${2:-plain,auto}
-cargo test --release --locked --workspace --no-run >&2
+build_release
 bin=$CARGO_TARGET_DIR/release
 work=${LINEA_CACHE:-$HOME/.cache/linea}/catalyst-bench
 mkdir -p "$work"

@@ -27,6 +27,6 @@ sets=("$@")
     higgs-sample:logistic adult:logistic protein-kdd2004:logistic movielens-100k:squared)
 
 VENV="$(bash bench/peers/setup.sh)"
-nice -n 10 cargo build --release --locked -p linea-worker >&2
+build_release --test cli
 run_peer_sets "$VENV" "$out" --tools "liblinear-dual,$tool" --linea-tolerance 1e-10 \
     --linea-epochs 3000 --max-seconds 60 --timeout 300 -- "${sets[@]}"

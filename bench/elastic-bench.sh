@@ -34,7 +34,7 @@ if [ $quick = 1 ]; then
 else
     REPEAT=8 RCV1_REPEAT=16 budget=(--wall-budget 40 --sim-budget 40)
 fi
-nice -n 10 cargo build --release --locked -p linea-worker -p linea-bench --bin linea --bin elastic-bench --bin scale-criteo >&2
+build_release
 bin=$CARGO_TARGET_DIR/release
 work=${LINEA_CACHE:-$HOME/.cache/linea}/elastic-bench
 mkdir -p "$work"

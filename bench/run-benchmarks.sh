@@ -4,7 +4,7 @@
 #   bench/run-benchmarks.sh [--quick] [--force] [--only DATASET[,DATASET...]]
 #
 # 1. installs the peers into a project-local venv (bench/peers/setup.sh; reused when warm);
-# 2. builds linea (`cargo build --release --locked -p linea-worker -p linea-bench`);
+# 2. builds linea and the bench tools as the tests build them (`build_release`, scripts/env.sh);
 # 3. builds the scaled-up sets criteo-1m and criteo-10m: the Criteo sample replicated to
 #    1,000,000 and 10,000,000 rows by $CARGO_TARGET_DIR/release/scale-criteo (row i = sample
 #    row i mod 7200; each categorical value re-hashed with FNV-1a of (value, replica mod 16,
@@ -43,7 +43,7 @@ PY="$VENV/bin/python"
 log "peer venv: $VENV"
 
 log "building linea"
-nice -n 10 cargo build --release --locked -p linea-worker -p linea-bench >&2
+build_release
 LINEA="$CARGO_TARGET_DIR/release/linea"
 
 scaled="${LINEA_BENCH_SCALED:-$LINEA_CACHE/bench/scaled}"

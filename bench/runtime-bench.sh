@@ -10,6 +10,6 @@
 # on 2 cores; everything runs under `nice -n 10`.
 . "$(dirname "$0")/../scripts/env.sh"
 cd "$LINEA_ROOT"
-nice -n 10 cargo build --release --locked -p linea-bench --bin runtime-bench >&2
+build_release
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 nice -n 10 "$CARGO_TARGET_DIR/release/runtime-bench" "$@"

@@ -14,7 +14,7 @@ work="${LINEA_BENCH_WORK:-$LINEA_CACHE/bench/criteo-$rows}"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 bin="$CARGO_TARGET_DIR/release"
 
-(cd "$LINEA_ROOT" && cargo build --release --locked -p linea-bench --bins -p linea-worker)
+build_release
 mkdir -p "$work"
 if [ ! -f "$work/grid/manifest.json" ]; then
     "$bin/scale-criteo" "$data/criteo-sample/train.tsv" "$rows" > "$work/criteo.tsv"

@@ -36,7 +36,7 @@ ROOT="$LINEA_ROOT"
 . "$HERE/control-plane/versions.sh"
 # LINEA_BIN_DIR: use those binaries (host and image) instead of this checkout's build.
 if [ -n "${LINEA_BIN_DIR:-}" ]; then LINEA_BIN="$LINEA_BIN_DIR/linea"; else
-  (cd "$ROOT" && nice cargo test --release --locked -q --workspace --no-run)
+  build_release
   export LINEA_BIN_DIR="$CARGO_TARGET_DIR/release"
 fi
 DATA="$ROOT/../shared/data/a9a/a9a.train.libsvm"

@@ -117,7 +117,7 @@ up() {
   local bin_dir="${LINEA_BIN_DIR:-}"
   if [ -z "$bin_dir" ]; then
     . "$ROOT/scripts/env.sh"
-    (cd "$ROOT" && nice cargo test --release --locked -q --workspace --no-run)
+    build_release
     bin_dir="$CARGO_TARGET_DIR/release"
   fi
 

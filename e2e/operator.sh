@@ -71,7 +71,7 @@ trap finish EXIT
 . "$HERE/checks.sh"
 . "$HERE/operator-leader.sh"
 
-(cd "$LINEA_ROOT" && nice cargo test --release --locked -q --workspace --no-run)
+build_release
 "$CP/build.sh" etcd kubernetes kube-controller-manager >/dev/null
 STATE="$(mktemp -d "${TMPDIR:-/tmp}/linea-operator.XXXXXX")"
 rmdir "$STATE"

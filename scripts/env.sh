@@ -19,3 +19,13 @@ fi
 rust_version="$(rustc --version | awk '{print $2}')"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$LINEA_CACHE/target-rust-$rust_version}"
 export LINEA_BIN="$CARGO_TARGET_DIR/release/linea"
+
+# build_release [CARGO TEST OPTIONS]: the release binaries (linea, crdgen, the bench tools)
+# built exactly as scripts/test.sh's `cargo test --release --workspace` builds them. Every
+# script builds through this, so a benchmark or e2e run after the tests (or the tests after
+# it) compiles nothing twice: `cargo build -p linea-worker` resolves features without the
+# dev-dependencies and recompiles some 300 crates into a second copy. Extra options narrow
+# it (`--test cli` builds `linea` and one small test binary).
+build_release() {
+    (cd "$LINEA_ROOT" && nice -n 10 cargo test --release --locked -q --workspace --no-run "$@") >&2
+}

@@ -104,8 +104,8 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
     let mut cocoa = Cocoa::for_grid(config, grid).map_err(err)?.with_clock(Box::new(sim_now.clone()));
     let mut runner = TimedRunner::new(cocoa.kernel().clone(), grid, setting.threads, slot_seconds).map_err(err)?;
     // Data loading, left out of both clocks as Chicle's times leave it out: every slot
-    // gathers its rows on its first phase, here a non-mutating evaluation at w = 0. (The
-    // rows a scale-in regathers are charged to the epoch after it.)
+    // gathers its rows on its first phase, here a non-mutating evaluation at w = 0. (A
+    // scale-in's merged slots are built from the old slots' rows, charged to the scale-in.)
     let features = cocoa.kernel().features();
     let evaluate = CocoaPhase::Evaluate { w: vec![0.0; features] };
     runner

@@ -11,6 +11,7 @@
 
 use linea_engine::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Reduction, Runner, UnitOutput};
 use linea_engine::fixed::ExactSums;
+use linea_engine::runner::{inherited, rebuild};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -126,16 +127,28 @@ impl<K: Kernel, G: GridSource> Runner<K> for TimedRunner<'_, K, G> {
         Ok(PhaseOutput { sums, payloads: outputs.into_iter().map(|o| o.payload).collect() })
     }
 
-    /// A scale-in: every merged slot is rebuilt from the mirror, timed like a phase (on a
-    /// cluster, the remaining workers gather their new rows in parallel).
+    /// A scale-in: every merged slot is built from the old slots' states this runner holds
+    /// (their rows put together, as a worker that kept them would) or, where the kernel
+    /// merges nothing, rebuilt from the mirror; timed like a phase (on a cluster, the
+    /// remaining workers build their merged slots in parallel). The network that would
+    /// bring a released worker's rows is not on this clock.
     fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<(), G::Error> {
-        self.states = (0..kernel.units()).map(|_| None).collect();
-        self.kernel = kernel.clone();
+        let old = std::mem::replace(&mut self.kernel, kernel.clone());
+        let parts = inherited(&old, &kernel, std::mem::take(&mut self.states));
         let grid = self.grid;
-        self.timed(|unit, state| {
-            *state = Some(kernel.restore(unit, &kernel.unit_base(&mirror, unit), grid)?);
-            Ok(())
+        let timed: Vec<(K::UnitState, f64)> = self.pool.install(|| {
+            parts
+                .into_par_iter()
+                .enumerate()
+                .map(|(unit, parts)| {
+                    let started = thread_cpu_seconds();
+                    let state = rebuild(&kernel, unit, &mirror, parts, grid)?;
+                    Ok((state, thread_cpu_seconds() - started))
+                })
+                .collect::<Result<_, G::Error>>()
         })?;
+        self.slot_seconds.add(timed.iter().map(|t| t.1).fold(0.0, f64::max));
+        self.states = timed.into_iter().map(|t| Some(t.0)).collect();
         Ok(())
     }
 }

@@ -279,6 +279,8 @@ impl TrainingJobSpec {
         p.at_least("elastic.window", e.window.into(), 1);
         p.at_most("elastic.window", e.window.into(), 1000);
         p.check(e.threshold > 1.0 && e.threshold <= 1000.0, MSG_ELASTIC_THRESHOLD);
+        p.at_least("elastic.startTimeoutSeconds", e.start_timeout_seconds.into(), 0);
+        p.at_most("elastic.startTimeoutSeconds", e.start_timeout_seconds.into(), 604_800);
 
         let r = &self.run_policy;
         p.at_least("runPolicy.backoffLimit", r.backoff_limit.into(), 0);
@@ -456,6 +458,9 @@ mod tests {
             (bad.elastic.factor, bad.elastic.window, bad.elastic.threshold) = (factor, window, threshold);
             assert_eq!(bad.validate().unwrap_err().problems, [problem], "{factor} {window} {threshold}");
         }
+        let mut bad = s.clone();
+        bad.elastic.start_timeout_seconds = -1;
+        assert_eq!(bad.validate().unwrap_err().problems, ["elastic.startTimeoutSeconds must be >= 0, got -1"]);
         let old = s.clone();
         let mut scaled = s.clone();
         scaled.workers.replicas = 16;

@@ -143,6 +143,14 @@ pub struct ElasticPolicy {
     /// (decisions depend only on the gap curve, so a run is reproducible bit for bit).
     #[serde(default)]
     pub clock: ElasticClock,
+    /// Seconds a fresh master waits for the workers it starts with (default 300). Its first
+    /// scale-in releases pods that are running, so it waits for them; when some have not
+    /// joined by then (no node for them, an image that does not pull) it starts with those
+    /// that did, and the others take work when they come. Raise it where a cluster
+    /// autoscaler takes longer to add nodes.
+    #[serde(default = "default_start_timeout_seconds")]
+    #[schemars(range(min = 0, max = 604800))]
+    pub start_timeout_seconds: i32,
 }
 
 fn default_factor() -> i32 {
@@ -157,6 +165,10 @@ fn default_threshold() -> f64 {
     1.25
 }
 
+fn default_start_timeout_seconds() -> i32 {
+    300
+}
+
 impl Default for ElasticPolicy {
     fn default() -> Self {
         Self {
@@ -166,6 +178,7 @@ impl Default for ElasticPolicy {
             window: default_window(),
             threshold: default_threshold(),
             clock: ElasticClock::default(),
+            start_timeout_seconds: default_start_timeout_seconds(),
         }
     }
 }

@@ -16,7 +16,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BIN_DIR="${1:-}"
 if [ -z "$BIN_DIR" ]; then
   . "$HERE/../../scripts/env.sh"
-  (cd "$LINEA_ROOT" && nice cargo test --release --locked -q --workspace --no-run)
+  build_release
   BIN_DIR="$CARGO_TARGET_DIR/release"
 fi
 passed=0 failed=0

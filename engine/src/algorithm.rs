@@ -179,6 +179,28 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
     fn restore<G: GridSource>(&self, unit: usize, base: &Self::UnitBase, grid: &G)
     -> Result<Self::UnitState, G::Error>;
 
+    /// The units of the configuration `old` whose states unit `unit` of this one takes over
+    /// when a runner is reconfigured from `old` to `self` (CoCoA's scale-in: a merged slot
+    /// is m consecutive old slots). `None`, the default: the unit is rebuilt from its base
+    /// with [`Self::restore`]. Different units' ranges never overlap.
+    fn merges_from(&self, _old: &Self, _unit: usize) -> Option<std::ops::Range<usize>> {
+        None
+    }
+
+    /// Builds `unit` from its base and the old states [`Self::merges_from`] named, in their
+    /// order, without reading the grid again where the old states hold what it needs. The
+    /// result must equal [`Self::restore`]'s in every field that affects a phase's output,
+    /// so a run's bytes do not depend on which of the two built it.
+    fn merge<G: GridSource>(
+        &self,
+        unit: usize,
+        base: &Self::UnitBase,
+        _parts: Vec<Self::UnitState>,
+        grid: &G,
+    ) -> Result<Self::UnitState, G::Error> {
+        self.restore(unit, base, grid)
+    }
+
     /// A unit's state as bytes, for a worker taking the unit over from its owner.
     fn encode_state(&self, state: &Self::UnitState) -> Vec<u8>;
     fn decode_state<G: GridSource>(&self, unit: usize, bytes: &[u8], grid: &G) -> Result<Self::UnitState, G::Error>;

@@ -7,10 +7,8 @@
 //! Results are bit-identical however the work is split: every sum that crosses a row shard
 //! is taken in exact fixed-point integers ([`fixed`]), so the model depends on the data grid
 //! and the parameters, never on thread or worker counts or the order work finished in.
-// No unsafe code but six calls (scd::fast_exp, scd::kernels, scd::coarse, cocoa::solver's two,
-// hybrid::pass)
-// into functions compiled for FMA and AVX2 after a run-time check that the CPU has them
-// (`#[allow(unsafe_code)]` marks each).
+// No unsafe code but one: `fma::dispatch!` calls a copy of a loop compiled for FMA and AVX2
+// after checking that the CPU has them (its one `#[allow(unsafe_code)]`).
 #![deny(unsafe_code)]
 // `!(x > 0.0)` is how this crate says "not positive, or NaN": the NaN case is the point.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -20,6 +18,7 @@ pub mod cocoa;
 pub mod codec;
 pub mod error;
 pub mod fixed;
+mod fma;
 pub mod grid;
 pub mod hybrid;
 pub mod loss;

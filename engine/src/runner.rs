@@ -77,10 +77,53 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
         Ok(PhaseOutput { sums, payloads })
     }
 
+    /// Units the new kernel merges from old ones are built from the states this runner
+    /// holds (CoCoA: a merged slot takes its old slots' rows, not the grid's); the rest
+    /// from `mirror`.
     fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<(), G::Error> {
-        self.states = (0..kernel.units()).map(|_| None).collect();
-        self.kernel = kernel;
-        self.restore_all(&mirror)
+        let old = std::mem::replace(&mut self.kernel, kernel);
+        let parts = inherited(&old, &self.kernel, std::mem::take(&mut self.states));
+        let (kernel, grid) = (&self.kernel, self.grid);
+        self.states = self.pool.install(|| {
+            parts
+                .into_par_iter()
+                .enumerate()
+                .map(|(unit, parts)| rebuild(kernel, unit, &mirror, parts, grid).map(Some))
+                .collect::<Result<_, _>>()
+        })?;
+        Ok(())
+    }
+}
+
+/// The old units' states that each unit of `new` takes over ([`Kernel::merges_from`]), in
+/// the new units' order; `None` for a unit to rebuild from its base: the kernel merges
+/// nothing into it, or an old state it names is missing (never built) or out of range.
+pub fn inherited<K: Kernel>(old: &K, new: &K, mut states: Vec<Option<K::UnitState>>) -> Vec<Option<Vec<K::UnitState>>> {
+    (0..new.units())
+        .map(|unit| {
+            let range = new.merges_from(old, unit)?;
+            let taken = states.get_mut(range)?;
+            if taken.iter().any(Option::is_none) {
+                return None;
+            }
+            Some(taken.iter_mut().map(|s| s.take().expect("checked above")).collect())
+        })
+        .collect()
+}
+
+/// Unit `unit` of a reconfigured runner: merged from `parts` when it inherited old states,
+/// else restored from the mirror.
+pub fn rebuild<K: Kernel, G: GridSource>(
+    kernel: &K,
+    unit: usize,
+    mirror: &K::Mirror,
+    parts: Option<Vec<K::UnitState>>,
+    grid: &G,
+) -> Result<K::UnitState, G::Error> {
+    let base = kernel.unit_base(mirror, unit);
+    match parts {
+        Some(parts) => kernel.merge(unit, &base, parts, grid),
+        None => kernel.restore(unit, &base, grid),
     }
 }
 

@@ -2,7 +2,7 @@
 //! real-valued and bias blocks with targets from a known model, plus the same rows in the
 //! plain sparse form the direct solvers (`crate::reference`) take.
 
-use crate::grid::{Cell, InMemoryGrid};
+use crate::grid::{BlockShape, Cell, InMemoryGrid};
 use crate::loss::Loss;
 use crate::rng::SplitMix64;
 
@@ -50,7 +50,14 @@ pub fn problem(loss: Loss, seed: u64, rows_count: usize, shard: usize) -> Proble
         });
         rows.push(row);
     }
-    let shards = rows_count.div_ceil(shard);
+    let grid = grid_of(&BLOCKS, &per_block, &targets, shard);
+    Problem { grid, rows, targets, features }
+}
+
+/// The grid of `blocks` (features per block) whose block `b` holds the entries
+/// `per_block[b]` (row, feature within the block, value), cut into shards of `shard` rows.
+pub fn grid_of(blocks: &[usize], per_block: &[Vec<(u32, u32, f64)>], targets: &[f64], shard: usize) -> InMemoryGrid {
+    let shards = targets.len().div_ceil(shard);
     let cells = per_block
         .iter()
         .map(|entries| {
@@ -64,10 +71,7 @@ pub fn problem(loss: Loss, seed: u64, rows_count: usize, shard: usize) -> Proble
                 .collect()
         })
         .collect();
-    let shapes = BLOCKS
-        .iter()
-        .map(|&features| crate::grid::BlockShape { features, pure: false, max_abs: vec![1.5; features] })
-        .collect();
-    let grid = InMemoryGrid { shapes, cells, targets: targets.chunks(shard).map(<[f64]>::to_vec).collect() };
-    Problem { grid, rows, targets, features }
+    let shapes =
+        blocks.iter().map(|&features| BlockShape { features, pure: false, max_abs: vec![1.5; features] }).collect();
+    InMemoryGrid { shapes, cells, targets: targets.chunks(shard).map(<[f64]>::to_vec).collect() }
 }

@@ -544,6 +544,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             // scale-in releases (and names) pods that are there, not ones still starting:
             // the pods the job runs, one per slot up to `workers.replicas`.
             ("--wait-for-workers", slots(job).min(spec.workers.clamped_replicas()).to_string()),
+            ("--wait-for-workers-timeout", elastic.start_timeout_seconds.to_string()),
         ] {
             args.extend([flag.to_string(), value]);
         }
@@ -1009,13 +1010,14 @@ pub mod tests {
     fn elastic_maps_to_the_masters_elastic_flags_and_keeps_its_starting_slots() {
         let spec = "datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 16}\n\
              algorithm: {cocoa: {loss: hinge}}\n\
-             elastic: {enabled: true, minReplicas: 2, factor: 2, window: 3, threshold: 1.5, clock: epochs}\n";
+             elastic: {enabled: true, minReplicas: 2, factor: 2, window: 3, threshold: 1.5, clock: epochs, \
+             startTimeoutSeconds: 900}\n";
         let mut elastic = job(spec);
         let args = args(&master_pod(&elastic, &options())).join(" ");
         assert!(
             args.ends_with(
                 "--slots 16 --elastic --elastic-min-slots 2 --elastic-factor 2 --elastic-window 3 \
-                 --elastic-threshold 1.5 --elastic-clock epochs --wait-for-workers 16"
+                 --elastic-threshold 1.5 --elastic-clock epochs --wait-for-workers 16 --wait-for-workers-timeout 900"
             ),
             "{args}"
         );
@@ -1025,14 +1027,14 @@ pub mod tests {
         elastic.spec.workers.replicas = 4;
         elastic.status.as_mut().unwrap().elastic = Some(linea_crds::ElasticStatus { slots: 16, ..Default::default() });
         assert!(args_of(&elastic).contains("--slots 16 --elastic"));
-        assert!(args_of(&elastic).ends_with("--wait-for-workers 4"), "it waits for the pods it runs");
+        assert!(args_of(&elastic).contains("--wait-for-workers 4 "), "it waits for the pods it runs");
         assert_eq!(build(&elastic, &options()).workers.len(), 16);
         // Defaults: Chicle's N=2, d=1.25, m=4 on the wall clock; without elastic no flag.
         let defaults =
             job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {cocoa: {}}\nelastic: {enabled: true}\n");
         assert!(args_of(&defaults).ends_with(
             "--elastic --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock wall \
-             --wait-for-workers 1"
+             --wait-for-workers 1 --wait-for-workers-timeout 300"
         ));
         assert!(!args_of(&job_with_defaults_of_cocoa()).contains("--elastic"));
         // Not elastic: the slots follow replicas, whatever a status says.

@@ -16,7 +16,6 @@ use crate::storage::Storage;
 use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
 use linea_engine::grid::Cell;
 use linea_engine::partition;
-use std::collections::HashMap;
 
 pub const BIAS: &str = "(bias)";
 
@@ -34,7 +33,7 @@ pub struct PrepareOptions {
 struct Variable {
     name: String,
     dense: bool,
-    keys: HashMap<Box<str>, u32>,
+    keys: foldhash::HashMap<Box<str>, u32>,
     dictionary: Vec<DictionaryEntry>,
     nnz: u64,
     /// Some example had two non-zeros in this variable.
@@ -155,7 +154,7 @@ fn write_grid(
                 variables.push(Variable {
                     name: reader.variable_name(id).to_string(),
                     dense: reader.is_dense(id),
-                    keys: HashMap::new(),
+                    keys: foldhash::HashMap::default(),
                     dictionary: Vec::new(),
                     nnz: 0,
                     set_valued: false,

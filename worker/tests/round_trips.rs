@@ -145,8 +145,17 @@ proptest! {
     ) {
         let scd = ScdState { theta: theta.clone(), epoch, objectives: alpha.clone(), history: vec![theta.clone()], position };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
-        let cocoa =
-            CocoaState { epoch, v: v.clone(), alpha: alpha.clone(), history: vec![record], slots, scale_ins: Vec::new(), catalyst: None };
+        let progress = [alpha.last().copied().unwrap_or(0.5), 1.5];
+        let cocoa = CocoaState {
+            epoch,
+            v: v.clone(),
+            alpha: alpha.clone(),
+            history: vec![record],
+            slots,
+            scale_ins: Vec::new(),
+            catalyst: None,
+            progress,
+        };
         let cocoa_step = CocoaStep {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),
@@ -154,6 +163,7 @@ proptest! {
             record: Some(record),
             scale_in: None,
             catalyst: None,
+            progress: progress[0],
         };
         // Accelerated: Catalyst's outer state and step ride along.
         let inner = InnerRecord { primal: record.primal, dual: -2.5, inner_gap: 1e-3, threshold: 2e-3, outer_done: true };

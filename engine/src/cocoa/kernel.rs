@@ -30,8 +30,9 @@ pub enum CocoaPhase {
     /// the feature count, and returns its new dual variables as the payload.
     /// `spread`: per-feature aggregation ([`super::config::Aggregation::PerFeature`]), the
     /// number of slots holding each feature, from a [`CocoaPhase::Spread`]; `None`: the
-    /// kernel's scalar `sigma'`.
-    LocalSolve { epoch: u32, v: Vec<f64>, spread: Option<Vec<u32>> },
+    /// kernel's scalar `sigma'`. `tolerance`: the logistic step's inner tolerance for the
+    /// epoch ([`super::step_tolerance`]; 0: exact).
+    LocalSolve { epoch: u32, v: Vec<f64>, spread: Option<Vec<u32>>, tolerance: f64 },
     /// Each slot adds 1 for every feature its rows hold a non-zero of, into a range sum of
     /// the feature count: the master gets, exactly, how many slots share each feature.
     Spread,
@@ -58,6 +59,13 @@ pub struct SlotState {
     /// The per-feature weights of the last `spread` the slot solved with (they change only
     /// when the slots do, and then the slot is rebuilt).
     weights: Option<(Vec<u32>, FeatureWeights)>,
+}
+
+impl SlotState {
+    /// The slot's rows, once gathered (or merged from its old slots' at a scale-in).
+    pub fn rows(&self) -> Option<&SlotRows> {
+        self.rows.as_ref()
+    }
 }
 
 impl CocoaKernel {
@@ -152,7 +160,7 @@ impl Kernel for CocoaKernel {
         }
         let rows = state.rows.as_ref().expect("gathered above");
         match phase {
-            CocoaPhase::LocalSolve { epoch, v, spread } => {
+            CocoaPhase::LocalSolve { epoch, v, spread, tolerance } => {
                 if v.len() != self.features() {
                     return Err(
                         EngineError::Corrupt(format!("shared vector of {} for {}", v.len(), self.features())).into()
@@ -161,7 +169,11 @@ impl Kernel for CocoaKernel {
                 let orders: Vec<Vec<u32>> =
                     (0..self.local_passes).map(|pass| self.layout.pass_order(unit, self.seed, *epoch, pass)).collect();
                 let orders = orders.iter().map(Vec::as_slice);
-                let mut problem = Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma };
+                if !(tolerance.is_finite() && *tolerance >= 0.0) {
+                    return Err(EngineError::Corrupt(format!("step tolerance {tolerance}")).into());
+                }
+                let mut problem =
+                    Subproblem { loss: self.loss, lambda: self.lambda, sigma: self.sigma, tolerance: *tolerance };
                 let solve = match spread {
                     None => local_solve(problem, rows, &mut state.alpha, v, orders),
                     Some(spread) => {
@@ -239,6 +251,29 @@ impl Kernel for CocoaKernel {
 
     fn restore<G: GridSource>(&self, unit: usize, base: &Vec<f64>, _grid: &G) -> Result<SlotState, G::Error> {
         Ok(self.slot_from(unit, base.clone())?)
+    }
+
+    /// A scale-in's slot takes over its m old slots when nothing but the slot count changed.
+    fn merges_from(&self, old: &Self, unit: usize) -> Option<std::ops::Range<usize>> {
+        let same = self.loss == old.loss && self.block_offsets == old.block_offsets;
+        let m = self.layout.merge_factor(&old.layout).filter(|_| same)?;
+        Some(unit * m..(unit + 1) * m)
+    }
+
+    /// The merged slot's rows are its old slots' rows put together ([`SlotRows::concat`],
+    /// equal to gathering them); its dual variables are the committed ones, as a restored
+    /// slot's. Parts without rows (never gathered) leave the gathering to the first phase.
+    fn merge<G: GridSource>(
+        &self,
+        unit: usize,
+        base: &Vec<f64>,
+        parts: Vec<SlotState>,
+        _grid: &G,
+    ) -> Result<SlotState, G::Error> {
+        let mut state = self.slot_from(unit, base.clone())?;
+        let rows: Option<Vec<SlotRows>> = parts.into_iter().map(|p| p.rows).collect();
+        state.rows = rows.map(|r| SlotRows::concat(&r)).filter(|r| r.len() == self.slot_len(unit));
+        Ok(state)
     }
 
     fn encode_state(&self, state: &SlotState) -> Vec<u8> {

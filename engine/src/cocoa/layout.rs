@@ -38,6 +38,14 @@ impl Layout {
         Self::new(self.shard_rows.clone(), self.partitions, slots)
     }
 
+    /// How many slots of `old` each slot of this layout merges, when this is `old` scaled in
+    /// (the same rows and partitions, the slot count a divisor of `old`'s): slot k then owns
+    /// exactly old slots `k m..(k + 1) m`, their rows one after the other.
+    pub fn merge_factor(&self, old: &Layout) -> Option<usize> {
+        let same = self.shard_rows == old.shard_rows && self.partitions == old.partitions;
+        (same && old.slots.is_multiple_of(self.slots)).then(|| old.slots / self.slots)
+    }
+
     pub fn rows(&self) -> usize {
         self.shard_rows.iter().sum()
     }

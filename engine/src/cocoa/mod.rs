@@ -16,7 +16,9 @@
 //! optimum; the run stops when it is small relative to the primal. The gap pass is a full
 //! data pass, so it runs only after epochs the gap schedule picks ([`schedule`]: when a
 //! free statistic of the local solves predicts the tolerance met), and the run stops only
-//! after an epoch whose computed gap met the tolerance.
+//! after an epoch whose computed gap met the tolerance. Logistic steps are solved to an
+//! inner tolerance that follows the previous epoch's progress ([`step_tolerance`], as
+//! LIBLINEAR's dual solver does), never lowering the dual.
 //!
 //! Elastic ([`elastic`], Chicle): after an epoch the master may scale in from K to K/m slots;
 //! each remaining slot takes the partitions and dual variables of m old slots and solves them
@@ -42,6 +44,8 @@ pub mod elastic;
 pub mod kernel;
 pub mod layout;
 #[cfg(test)]
+mod merge_tests;
+#[cfg(test)]
 mod per_feature_tests;
 pub mod rows;
 pub mod schedule;
@@ -51,6 +55,7 @@ mod schedule_tests;
 mod sigma_cap_tests;
 pub mod solver;
 pub mod state;
+pub mod step_tolerance;
 #[cfg(test)]
 mod tests;
 
@@ -128,6 +133,7 @@ impl Cocoa {
             slots: config.slots(),
             scale_ins: Vec::new(),
             catalyst: catalyst.map(|_| catalyst::CatalystState::start(features)),
+            progress: [0.0; 2],
         };
         Ok(Self { config, kernel, state, clock: None, catalyst, spread: None })
     }
@@ -312,6 +318,7 @@ impl Algorithm for Cocoa {
             state.history.push(record);
         }
         state.epoch = step.epoch;
+        state.progress = [step.progress, state.progress[0]];
         self.sync_kernel();
         Ok(())
     }
@@ -338,8 +345,14 @@ impl Algorithm for Cocoa {
             true => Some(self.spread(runner)?),
             false => None,
         };
+        let tolerance = step_tolerance::for_next_epoch(
+            self.config.loss(),
+            self.catalyst.is_some(),
+            (epoch, self.state.progress),
+            self.state.alpha.len(),
+        );
         let request = PhaseRequest {
-            phase: CocoaPhase::LocalSolve { epoch, v, spread },
+            phase: CocoaPhase::LocalSolve { epoch, v, spread, tolerance },
             reduction: Reduction::RangeSum { len: self.kernel.features() },
             mutates: true,
         };
@@ -396,6 +409,7 @@ impl Algorithm for Cocoa {
             self.state.history.push(*record);
         }
         self.state.epoch = epoch + 1;
+        self.state.progress = [progress, self.state.progress[0]];
         let scale_in = match elastic {
             Some(e) if self.stop_reason().is_none() => {
                 elastic::decide(&e, self.state.slots, epoch + 1, &self.observations())
@@ -417,6 +431,7 @@ impl Algorithm for Cocoa {
             record,
             scale_in,
             catalyst: catalyst_step,
+            progress,
         };
         Ok(Iteration { epoch_done: true, step, note })
     }

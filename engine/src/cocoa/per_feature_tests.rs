@@ -6,11 +6,10 @@
 use super::tests::{relative, train};
 use super::*;
 use crate::algorithm::{Algorithm, encode};
-use crate::grid::{BlockShape, Cell, InMemoryGrid};
 use crate::loss::Loss;
 use crate::rng::SplitMix64;
 use crate::runner::LocalRunner;
-use crate::synthetic::Problem;
+use crate::synthetic::{self, Problem};
 
 fn uniform(rng: &mut SplitMix64) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
@@ -91,23 +90,7 @@ fn local_problem(seed: u64, rows_count: usize, shard: usize) -> Problem {
         targets.push(if uniform(&mut rng) < 1.0 / (1.0 + (-3.0 * margin).exp()) { 1.0 } else { -1.0 });
         rows.push(row);
     }
-    let shards = rows_count.div_ceil(shard);
-    let cells = per_block
-        .iter()
-        .map(|entries| {
-            (0..shards)
-                .map(|s| {
-                    let (lo, hi) = ((s * shard) as u32, ((s + 1) * shard) as u32);
-                    Cell::from_triples(
-                        entries.iter().filter(|e| e.0 >= lo && e.0 < hi).map(|&(r, f, v)| (r - lo, f, v)).collect(),
-                    )
-                })
-                .collect()
-        })
-        .collect();
-    let shapes =
-        BLOCKS.iter().map(|&features| BlockShape { features, pure: false, max_abs: vec![1.5; features] }).collect();
-    let grid = InMemoryGrid { shapes, cells, targets: targets.chunks(shard).map(<[f64]>::to_vec).collect() };
+    let grid = synthetic::grid_of(&BLOCKS, &per_block, &targets, shard);
     Problem { grid, rows, targets, features }
 }
 

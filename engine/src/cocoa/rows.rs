@@ -106,6 +106,56 @@ impl SlotRows {
         Self { starts, features, values, globals, targets, norms }
     }
 
+    /// The rows of consecutive slots as one slot's, equal field by field to gathering the
+    /// union of their row ranges from the grid (a scale-in's merged slot, built from rows a
+    /// worker already holds instead of from the grid).
+    ///
+    /// Why it is the same: a row's non-zeros come in the same order whichever slot gathers
+    /// it (block by block, cell order within a block: the row lies in one shard), its norm
+    /// is summed in that order, and local features are ranked by global feature. So the
+    /// merged CSR is the parts' CSR one after the other, each part's local features mapped
+    /// through a table from its own numbering to the union's.
+    pub fn concat(parts: &[SlotRows]) -> Self {
+        let mut globals: Vec<u32> = parts.iter().flat_map(|p| p.globals.iter().copied()).collect();
+        globals.sort_unstable();
+        globals.dedup();
+        let rows: usize = parts.iter().map(SlotRows::len).sum();
+        let nnz: usize = parts.iter().map(|p| p.features.len()).sum();
+        let mut starts = Vec::with_capacity(rows + 1);
+        starts.push(0);
+        let mut features = Vec::with_capacity(nnz);
+        let real = parts.iter().any(|p| p.values.is_some());
+        let mut values = Vec::with_capacity(if real { nnz } else { 0 });
+        let (mut targets, mut norms) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
+        for part in parts {
+            // Both lists ascend, so one walk numbers the part's features in the union's.
+            let mut at = 0;
+            let table: Vec<u32> = part
+                .globals
+                .iter()
+                .map(|&g| {
+                    at += globals[at..].partition_point(|&u| u < g);
+                    at as u32
+                })
+                .collect();
+            let base = features.len();
+            starts.extend(part.starts[1..].iter().map(|&s| base + s));
+            features.extend(part.features.iter().map(|&j| table[j as usize]));
+            if real {
+                match &part.values {
+                    Some(v) => values.extend_from_slice(v),
+                    None => values.resize(values.len() + part.features.len(), 1.0),
+                }
+            }
+            targets.extend_from_slice(&part.targets);
+            norms.extend_from_slice(&part.norms);
+        }
+        // A part with values has one that is not 1 (`from_entries` keeps none otherwise), so
+        // the union has values exactly when a gathering of it would.
+        let values = real.then_some(values);
+        Self { starts, features, values, globals, targets, norms }
+    }
+
     pub fn len(&self) -> usize {
         self.targets.len()
     }

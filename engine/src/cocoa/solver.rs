@@ -2,8 +2,8 @@
 //! dual objectives. Pure functions of the slot's rows, dual variables and the phase.
 
 use super::rows::SlotRows;
+use crate::fma;
 use crate::loss::Loss;
-#[cfg(target_arch = "x86_64")]
 use crate::scd::fast_exp::{Exp, exp_inline};
 use crate::scd::fast_log1p::softplus_inline;
 
@@ -15,6 +15,9 @@ pub struct Subproblem {
     pub lambda: f64,
     /// CoCoA+'s `sigma'`: K for adding the slots' updates (Ma, Smith et al. 2015, sec. 3).
     pub sigma: f64,
+    /// The logistic step's inner tolerance ([`crate::Loss::sdca_step_with`]; 0: exact), set
+    /// by the master for the epoch ([`super::step_tolerance`]).
+    pub tolerance: f64,
 }
 
 /// Runs SDCA on slot rows `rows` with dual variables `alpha` (updated in place), starting
@@ -91,29 +94,21 @@ fn solve<'o>(
     orders: impl IntoIterator<Item = &'o [u32]>,
 ) -> LocalSolve {
     let orders: Vec<&[u32]> = orders.into_iter().collect();
-    #[cfg(target_arch = "x86_64")]
-    if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(
-            problem: Subproblem,
-            coupling: Coupling,
-            rows: &SlotRows,
-            alpha: &mut [f64],
-            v: &[f64],
-            orders: &[&[u32]],
-        ) -> LocalSolve {
+    let orders = orders.as_slice();
+    fma::dispatch! {
+        if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(problem: Subproblem, coupling: Coupling, rows: &SlotRows, alpha: &mut [f64], v: &[f64], orders: &[&[u32]]) -> LocalSolve {
             match coupling {
                 Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline),
                 Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, exp_inline),
             }
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(problem, coupling, rows, alpha, v, &orders) };
-    }
-    match coupling {
-        Coupling::Scalar => solve_loop(problem, rows, alpha, v, &orders, f64::exp),
-        Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, &orders, f64::exp),
+        else {
+            match coupling {
+                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, f64::exp),
+                Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, f64::exp),
+            }
+        }
     }
 }
 
@@ -127,7 +122,7 @@ fn solve_loop(
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
 ) -> LocalSolve {
-    let Subproblem { loss, lambda, sigma } = problem;
+    let Subproblem { loss, lambda, sigma, tolerance } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
@@ -137,7 +132,7 @@ fn solve_loop(
             let i = i as usize;
             let m = rows.dot(i, &model);
             let q = scale * rows.norms[i];
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, tolerance, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
                 progress += q * step.delta * step.delta;
@@ -174,7 +169,7 @@ fn solve_loop_per_feature(
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
 ) -> LocalSolve {
-    let Subproblem { loss, lambda, .. } = problem;
+    let Subproblem { loss, lambda, tolerance, .. } = problem;
     let scale: Vec<f64> = weights.sigma.iter().map(|&s| s / lambda).collect();
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
     let mut u = vec![0.0; rows.globals.len()];
@@ -184,7 +179,7 @@ fn solve_loop_per_feature(
             let i = i as usize;
             let m = rows.dot(i, &model);
             let q = weights.norms[i] / lambda;
-            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, exp);
+            let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, tolerance, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
                 progress += q * step.delta * step.delta;
@@ -208,17 +203,15 @@ pub struct ObjectiveTerms {
 /// Logistic loss runs a copy with `exp` inlined where allowed, as [`local_solve`] does.
 pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) -> ObjectiveTerms {
     let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
+    let local = local.as_slice();
+    let terms = fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
             terms_loop(rows, alpha, local, |y, f| softplus_inline(-y * f))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(rows, alpha, &local) }.with_conjugate(loss, rows, alpha);
-    }
-    terms_loop(rows, alpha, &local, |y, f| loss.value(y, f)).with_conjugate(loss, rows, alpha)
+        else { terms_loop(rows, alpha, local, |y, f| loss.value(y, f)) }
+    };
+    terms.with_conjugate(loss, rows, alpha)
 }
 
 /// The losses' sum, in row order (the conjugates come after, [`ObjectiveTerms::with_conjugate`]).

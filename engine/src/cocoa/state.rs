@@ -24,6 +24,11 @@ pub struct CocoaState {
     /// Catalyst's outer loop, when accelerated; the history then holds the best primal and
     /// dual seen, not each epoch's own (those are in here).
     pub catalyst: Option<CatalystState>,
+    /// The progress statistics of the last two epochs (the last first), each summed over
+    /// the slots in slot order — every epoch's, whether or not its gap was computed: the
+    /// next epoch's logistic step tolerance follows them ([`super::step_tolerance`]). 0
+    /// before an epoch.
+    pub progress: [f64; 2],
 }
 
 /// The objectives after one epoch whose gap was computed.
@@ -74,4 +79,6 @@ pub struct CocoaStep {
     pub scale_in: Option<ScaleIn>,
     /// What the epoch changed in Catalyst's outer loop, when accelerated.
     pub catalyst: Option<CatalystStep>,
+    /// The epoch's progress statistic ([`CocoaState::progress`]).
+    pub progress: f64,
 }

@@ -2,7 +2,9 @@
 //! model (over the slot's local features) and a row order.
 
 use crate::cocoa::rows::SlotRows;
-use crate::loss::Loss;
+use crate::fma;
+use crate::loss::{Loss, logistic_derivatives};
+use crate::scd::fast_exp::{Exp, exp_inline};
 
 /// Calls `f(local feature, value)` for each non-zero of row `i`.
 #[inline]
@@ -20,11 +22,40 @@ fn for_each_entry(rows: &SlotRows, i: usize, mut f: impl FnMut(usize, f64)) {
 /// regularizer over the n rows of the whole problem, applied to a feature when a row
 /// touches it (a warm start only needs the right neighbourhood; L-BFGS finishes on the
 /// exact objective). Returns the accumulators; `w` is updated in place.
+///
+/// Logistic loss runs a copy compiled for FMA with `exp` inlined where [`Exp::detect`]
+/// allows ([`logistic_first`]); the bits are the same.
 pub fn adagrad_pass(loss: Loss, rows: &SlotRows, w: &mut [f64], rate: f64, r: f64, order: &[u32]) -> Vec<f64> {
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(rows: &SlotRows, w: &mut [f64], rate: f64, r: f64, order: &[u32]) -> Vec<f64> {
+            adagrad_loop(rows, w, rate, r, order, |y, f| logistic_first(y, f))
+        }
+        else { adagrad_loop(rows, w, rate, r, order, |y, f| loss.derivatives(y, f).first) }
+    }
+}
+
+/// `Loss::Logistic.derivatives(y, f).first` with the inline `exp`: the same operations, so
+/// the same bits. Only inside code compiled for FMA.
+#[inline(always)]
+fn logistic_first(y: f64, f: f64) -> f64 {
+    logistic_derivatives(y, f, exp_inline).first
+}
+
+/// [`adagrad_pass`]' loop with the loss's first derivative `first(y, f)` given.
+#[inline(always)]
+fn adagrad_loop(
+    rows: &SlotRows,
+    w: &mut [f64],
+    rate: f64,
+    r: f64,
+    order: &[u32],
+    first: impl Fn(f64, f64) -> f64,
+) -> Vec<f64> {
     let mut g2 = vec![1.0f64; w.len()];
     for &i in order {
         let i = i as usize;
-        let d = loss.derivatives(rows.targets[i], rows.dot(i, w)).first;
+        let d = first(rows.targets[i], rows.dot(i, w));
         for_each_entry(rows, i, |j, x| {
             let g = d * x + r * w[j];
             w[j] -= rate * g / g2[j].sqrt();
@@ -48,8 +79,28 @@ fn curvature_bound(loss: Loss) -> f64 {
 /// gradient, with `c` the loss's largest curvature, so `rate = 1` never overshoots the row's
 /// own minimum (for squared loss it lands on it). The regularizer shrinks the model by a
 /// scale factor kept apart (Bottou's trick), so a step costs the row's non-zeros only.
+/// Logistic loss runs a copy with `exp` inlined where allowed, as [`adagrad_pass`] does.
 pub fn sgd_pass(loss: Loss, rows: &SlotRows, w: &mut [f64], rate: f64, l2: f64, n: f64, order: &[u32]) {
     let c = curvature_bound(loss);
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(rows: &SlotRows, w: &mut [f64], rate: f64, l2: f64, n: f64, order: &[u32], c: f64) {
+            sgd_loop(rows, w, (rate, l2, n, c), order, |y, f| logistic_first(y, f))
+        }
+        else { sgd_loop(rows, w, (rate, l2, n, c), order, |y, f| loss.derivatives(y, f).first) }
+    }
+}
+
+/// [`sgd_pass`]' loop with the loss's first derivative `first(y, f)` given; `(rate, l2, n,
+/// c)` as there, `c` the loss's [`curvature_bound`].
+#[inline(always)]
+fn sgd_loop(
+    rows: &SlotRows,
+    w: &mut [f64],
+    (rate, l2, n, c): (f64, f64, f64, f64),
+    order: &[u32],
+    first: impl Fn(f64, f64) -> f64,
+) {
     let mut scale = 1.0;
     for &i in order {
         let i = i as usize;
@@ -58,7 +109,7 @@ pub fn sgd_pass(loss: Loss, rows: &SlotRows, w: &mut [f64], rate: f64, l2: f64, 
             continue;
         }
         let eta = rate / (c * norm);
-        let d = loss.derivatives(rows.targets[i], scale * rows.dot(i, w)).first;
+        let d = first(rows.targets[i], scale * rows.dot(i, w));
         scale *= 1.0 - (eta * 2.0 * l2 / n).min(0.5);
         rows.add_to(i, -eta * d / scale, w);
         if scale < 1e-9 {

@@ -8,21 +8,24 @@
 //! (Rust never fuses a multiply and an add unless told to with `mul_add`):
 //!
 //! - Logistic loss on a machine where [`Exp::detect`] allows it runs a copy compiled for
-//!   FMA and AVX2 with glibc's `exp` inlined ([`exp_inline`]: the library's bits).
+//!   FMA and AVX2 with glibc's `exp` and `log1p` inlined ([`exp_inline`],
+//!   [`log1p_inline`]: the library's bits).
 //! - The logistic loss and its derivative share one `exp`: `softplus(-m)` takes
 //!   `exp(-|m|)` (it takes `exp(m)` when `m < 0` and `exp(-m)` otherwise) and so does the
 //!   derivative, so computing it once changes no bit and saves one `exp` per row.
 //! - Binary rows (all values 1) add `l'` itself: `l' * 1.0` is `l'` exactly.
 
 use crate::cocoa::rows::SlotRows;
+use crate::fma;
 use crate::loss::Loss;
 use crate::scd::fast_exp::{Exp, exp_inline};
+use crate::scd::fast_log1p::log1p_inline;
 use std::ops::Range;
 
 /// Adds `l'(y_i, x_i . w) x_ij` of rows `rows` (slot-local numbering) into `gradient`
 /// (indexed by local feature) and returns the sum of their losses, in row order.
 pub fn grain_pass(loss: Loss, slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-    grain_pass_with::<false>(loss, slot, rows, w, gradient, &mut [])
+    grain_pass_with(loss, slot, rows, w, gradient, &mut [], false)
 }
 
 /// [`grain_pass`] that also adds `l''(y_i, x_i . w) x_ij^2` into `curvature` (indexed like
@@ -36,41 +39,45 @@ pub fn grain_pass_curvature(
     gradient: &mut [f64],
     curvature: &mut [f64],
 ) -> f64 {
-    grain_pass_with::<true>(loss, slot, rows, w, gradient, curvature)
+    grain_pass_with(loss, slot, rows, w, gradient, curvature, true)
 }
 
-/// The pass, with (`CURVATURE`) or without the Hessian diagonal: one copy of the loop each,
-/// so the pass without it does no extra work.
-fn grain_pass_with<const CURVATURE: bool>(
+/// The pass, with or without the Hessian diagonal: one copy of the loop each
+/// (`pass_loop::<CURVATURE>`), so the pass without it does no extra work.
+fn grain_pass_with(
     loss: Loss,
     slot: &SlotRows,
     rows: Range<usize>,
     w: &[f64],
     gradient: &mut [f64],
     curvature: &mut [f64],
+    with_curvature: bool,
 ) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma<const CURVATURE: bool>(
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(
             slot: &SlotRows,
             rows: Range<usize>,
             w: &[f64],
             gradient: &mut [f64],
             curvature: &mut [f64],
+            with_curvature: bool,
         ) -> f64 {
-            pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, exp_inline))
+            let row = |y, m| logistic_row(y, m, Inline);
+            if with_curvature {
+                pass_loop::<true>(slot, rows, w, gradient, curvature, row)
+            } else {
+                pass_loop::<false>(slot, rows, w, gradient, curvature, row)
+            }
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma::<CURVATURE>(slot, rows, w, gradient, curvature) };
-    }
-    match loss {
-        Loss::Logistic => {
-            pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, f64::exp))
+        else {
+            match (loss, with_curvature) {
+                (Loss::Logistic, false) => pass_loop::<false>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, Library)),
+                (Loss::Logistic, true) => pass_loop::<true>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, Library)),
+                (other, false) => pass_loop::<false>(slot, rows, w, gradient, curvature, |y, m| row_of(other, y, m)),
+                (other, true) => pass_loop::<true>(slot, rows, w, gradient, curvature, |y, m| row_of(other, y, m)),
+            }
         }
-        Loss::Squared => pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| row_of(Loss::Squared, y, m)),
-        Loss::Hinge => pass_loop::<CURVATURE>(slot, rows, w, gradient, curvature, |y, m| row_of(Loss::Hinge, y, m)),
     }
 }
 
@@ -84,18 +91,59 @@ fn row_of(loss: Loss, y: f64, m: f64) -> (f64, f64, f64) {
 
 /// `Loss::Logistic.value(y, f)` and `Loss::Logistic.derivatives(y, f)` (`.first`, `.second`)
 /// from one `exp` (see the module doc; `crate::loss::softplus_with` and
-/// `logistic_derivatives` are the operations repeated here). `-(y f)` is `(-y) f` bit for
-/// bit: negation is exact. The second derivative is unused, and so not computed, in the
+/// `logistic_derivatives` are the operations repeated here), with the `exp` and `log1p` of
+/// `math` (the library's, or the inline ones with the same bits). `-(y f)` is `(-y) f` bit
+/// for bit: negation is exact. The second derivative is unused, and so not computed, in the
 /// pass without curvature.
 #[inline(always)]
-pub(crate) fn logistic_row(y: f64, f: f64, exp: impl Fn(f64) -> f64) -> (f64, f64, f64) {
+pub(crate) fn logistic_row(y: f64, f: f64, math: impl ExpLog1p) -> (f64, f64, f64) {
     let margin = y * f;
-    let e = exp(-margin.abs());
+    let e = math.exp(-margin.abs());
     let z = -margin;
-    let value = if z > 0.0 { z + e.ln_1p() } else { e.ln_1p() };
+    let value = if z > 0.0 { z + math.log1p(e) } else { math.log1p(e) };
     let inv = 1.0 / (1.0 + e);
     let sigma_neg = if margin >= 0.0 { e * inv } else { inv };
     (value, -y * sigma_neg, e * inv * inv)
+}
+
+/// The `exp` and `log1p` a logistic row takes, as a type so each loop is its own copy with
+/// both inlined (a function passed as `impl Fn` is not always inlined, and then its
+/// `mul_add`s run outside the FMA copy: see `softplus_inline`).
+pub(crate) trait ExpLog1p: Copy {
+    fn exp(self, x: f64) -> f64;
+    fn log1p(self, x: f64) -> f64;
+}
+
+/// The C library's `exp` and `log1p`.
+#[derive(Clone, Copy)]
+pub(crate) struct Library;
+
+impl ExpLog1p for Library {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        x.exp()
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        x.ln_1p()
+    }
+}
+
+/// [`exp_inline`] and [`log1p_inline`]: only inside code compiled for FMA.
+#[derive(Clone, Copy)]
+pub(crate) struct Inline;
+
+impl ExpLog1p for Inline {
+    #[inline(always)]
+    fn exp(self, x: f64) -> f64 {
+        exp_inline(x)
+    }
+
+    #[inline(always)]
+    fn log1p(self, x: f64) -> f64 {
+        log1p_inline(x)
+    }
 }
 
 /// [`grain_pass`]' loop with the row's loss and derivative given; the value kind is matched
@@ -180,7 +228,7 @@ mod tests {
     use super::*;
 
     /// The shared-`exp` logistic row has the bits of `Loss::value` and `Loss::derivatives` (both),
-    /// with the library's `exp` and (where the machine allows) the inlined one, over margins
+    /// with the library's `exp` and `log1p` and (where the machine allows) the inlined ones, over margins
     /// from the saturated tails through both zeros.
     #[test]
     fn the_shared_exp_row_has_the_bits_of_value_and_derivatives() {
@@ -197,7 +245,7 @@ mod tests {
                 let expected =
                     (Loss::Logistic.value(y, f).to_bits(), derivatives.first.to_bits(), derivatives.second.to_bits());
                 let bits = |(v, d, h): (f64, f64, f64)| (v.to_bits(), d.to_bits(), h.to_bits());
-                assert_eq!(bits(logistic_row(y, f, f64::exp)), expected, "y {y} f {f}");
+                assert_eq!(bits(logistic_row(y, f, Library)), expected, "y {y} f {f}");
                 if inline {
                     assert_eq!(bits(probe_inline(y, f)), expected, "inline exp, y {y} f {f}");
                 }
@@ -221,21 +269,11 @@ mod tests {
         }
     }
 
-    #[cfg(target_arch = "x86_64")]
     fn probe_inline(y: f64, f: f64) -> (f64, f64, f64) {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(y: f64, f: f64) -> (f64, f64, f64) {
-            logistic_row(y, f, exp_inline)
+        crate::fma::dispatch! {
+            if true;
+            fn(y: f64, f: f64) -> (f64, f64, f64) { logistic_row(y, f, Inline) }
+            else { logistic_row(y, f, Inline) }
         }
-        // SAFETY: only called when Exp::detect() found FMA and AVX2.
-        #[allow(unsafe_code)]
-        unsafe {
-            compiled_for_fma(y, f)
-        }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn probe_inline(y: f64, f: f64) -> (f64, f64, f64) {
-        logistic_row(y, f, exp_inline)
     }
 }

@@ -25,6 +25,7 @@
 //! zero. Beyond [`MAX_COARSE_BLOCKS`] blocks there is no correction.
 
 use crate::fixed::prediction_value;
+use crate::fma;
 use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scd::fast_exp::Exp;
@@ -77,23 +78,13 @@ pub fn shard_coarse_statistics(
     loss: Loss,
     hessian: bool,
 ) -> Vec<f64> {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(
-            cells: &[&Cell],
-            snapshots: &[&[i64]],
-            targets: &[f64],
-            predictions: &[i64],
-            hessian: bool,
-        ) -> Vec<f64> {
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(cells: &[&Cell], snapshots: &[&[i64]], targets: &[f64], predictions: &[i64], hessian: bool) -> Vec<f64> {
             coarse_statistics(cells, snapshots, targets, predictions, LogisticInline, hessian)
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(cells, snapshots, targets, predictions, hessian) };
+        else { coarse_statistics(cells, snapshots, targets, predictions, loss, hessian) }
     }
-    coarse_statistics(cells, snapshots, targets, predictions, loss, hessian)
 }
 
 #[inline(always)]
@@ -201,19 +192,16 @@ pub fn shard_coarse_direction_sums(
             *di += weight * prediction_value(now.wrapping_sub(then));
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(targets: &[f64], predictions: &[i64], d: &[f64]) -> (Vec<f64>, f64) {
+    let d = d.as_slice();
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(targets: &[f64], predictions: &[i64], d: &[f64]) -> (Vec<f64>, f64) {
             // A closure, not the function item: it is compiled for FMA with the loop (see
             // `softplus_inline`).
             direction_loop(targets, predictions, d, Loss::Logistic, |y, f| logistic_value_inline(y, f))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(targets, predictions, &d) };
+        else { direction_loop(targets, predictions, d, loss, |y, f| loss.value(y, f)) }
     }
-    direction_loop(targets, predictions, &d, loss, |y, f| loss.value(y, f))
 }
 
 /// [`shard_coarse_direction_sums`]' loss loop over the rows' moves `d`: the line-search

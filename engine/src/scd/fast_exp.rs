@@ -15,6 +15,8 @@
 //! of probe inputs the first time it is asked ([`Exp::detect`]). Anything else gets
 //! `f64::exp` itself, so a model never depends on which of the two ran.
 
+use crate::fma;
+
 /// `__exp_data` of glibc 2.36 (x86-64): 128 / ln 2, -ln 2 / 128 split in two, the
 /// polynomial's C2..C5, and the rounding shift 1.5 * 2^52.
 const INV_LN2_N: u64 = 0x4067_1547_652b_82fe;
@@ -111,18 +113,8 @@ impl Exp {
     /// with `f64::exp` and `f64::ln_1p` on every probe; decided once per process.
     pub fn detect() -> Exp {
         static CHOICE: std::sync::OnceLock<Exp> = std::sync::OnceLock::new();
-        *CHOICE.get_or_init(|| if inline_available() && agrees_with_library() { Exp::Inline } else { Exp::Library })
+        *CHOICE.get_or_init(|| if fma::available() && agrees_with_library() { Exp::Inline } else { Exp::Library })
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn inline_available() -> bool {
-    std::arch::is_x86_feature_detected!("fma") && std::arch::is_x86_feature_detected!("avx2")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn inline_available() -> bool {
-    false
 }
 
 /// Probes the inline `exp` against the library's: every table index and both ends of the
@@ -144,40 +136,23 @@ fn agrees_with_library() -> bool {
     fixed.into_iter().chain(steps).chain(random).all(same) && super::fast_log1p::agrees_with_library(probe_log1p)
 }
 
-#[cfg(target_arch = "x86_64")]
+/// [`super::fast_log1p::log1p_inline`] as the hot loops run it: compiled for FMA (without
+/// FMA, on a machine [`Exp::detect`] never picks, the same bits by the C library's `fma`).
 fn probe_log1p(x: f64) -> f64 {
-    #[target_feature(enable = "fma,avx2")]
-    fn compiled_for_fma(x: f64) -> f64 {
-        super::fast_log1p::log1p_inline(x)
-    }
-    // SAFETY: only called after inline_available() found FMA and AVX2.
-    #[allow(unsafe_code)]
-    unsafe {
-        compiled_for_fma(x)
+    fma::dispatch! {
+        if true;
+        fn(x: f64) -> f64 { super::fast_log1p::log1p_inline(x) }
+        else { super::fast_log1p::log1p_inline(x) }
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn probe_log1p(x: f64) -> f64 {
-    super::fast_log1p::log1p_inline(x)
-}
-
-#[cfg(target_arch = "x86_64")]
+/// [`exp_inline`] as the hot loops run it (see [`probe_log1p`]).
 fn probe(x: f64) -> f64 {
-    #[target_feature(enable = "fma,avx2")]
-    fn compiled_for_fma(x: f64) -> f64 {
-        exp_inline(x)
+    fma::dispatch! {
+        if true;
+        fn(x: f64) -> f64 { exp_inline(x) }
+        else { exp_inline(x) }
     }
-    // SAFETY: only called after inline_available() found FMA and AVX2.
-    #[allow(unsafe_code)]
-    unsafe {
-        compiled_for_fma(x)
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn probe(x: f64) -> f64 {
-    exp_inline(x)
 }
 
 /// glibc's `__exp_fma`, operation for operation; inputs outside its fast path go to the

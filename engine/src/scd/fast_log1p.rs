@@ -177,22 +177,12 @@ mod tests {
     use super::*;
     use crate::scd::fast_exp::Exp;
 
-    #[cfg(target_arch = "x86_64")]
     fn inline(x: f64) -> f64 {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(x: f64) -> f64 {
-            log1p_inline(x)
+        crate::fma::dispatch! {
+            if true;
+            fn(x: f64) -> f64 { log1p_inline(x) }
+            else { log1p_inline(x) }
         }
-        // SAFETY: only called after Exp::detect() found FMA and AVX2.
-        #[allow(unsafe_code)]
-        unsafe {
-            compiled_for_fma(x)
-        }
-    }
-
-    #[cfg(not(target_arch = "x86_64"))]
-    fn inline(x: f64) -> f64 {
-        log1p_inline(x)
     }
 
     /// Far more inputs than the start-up probe: the 2^23 doubles below 1 and the 2^24

@@ -6,6 +6,7 @@
 
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
+use crate::fma;
 use crate::grid::{Cell, CellValues};
 use crate::loss::{Derivatives, Loss, logistic_derivatives};
 use crate::scd::fast_exp::{Exp, exp_inline};
@@ -19,17 +20,13 @@ use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 /// copy compiled for FMA with `exp` inlined ([`fast_exp`]); every copy performs the same
 /// floating-point operations in the same order, so all give the same bits.
 pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: Loss) -> (Vec<f64>, Vec<f64>) {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(cell: &Cell, targets: &[f64], predictions: &[i64]) -> (Vec<f64>, Vec<f64>) {
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(cell: &Cell, targets: &[f64], predictions: &[i64]) -> (Vec<f64>, Vec<f64>) {
             statistics_loop(cell, targets, predictions, LogisticInline)
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(cell, targets, predictions) };
+        else { statistics_loop(cell, targets, predictions, loss) }
     }
-    statistics_loop(cell, targets, predictions, loss)
 }
 
 /// The derivatives a statistics loop takes, as a type so each loop is its own copy with
@@ -121,19 +118,15 @@ pub fn accumulate_statistics(
 /// (docs/benchmarks.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
 /// FMA with `exp` inlined ([`exp_inline`], the library's bits), so the sums are the same.
 pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64]) -> Vec<f64> {
+    fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64]) -> Vec<f64> {
             // A closure, not the function item: it is compiled for FMA with the loop (see
             // `softplus_inline`).
             direction_loop(cell, delta, targets, predictions, Loss::Logistic, |y, f| logistic_value_inline(y, f))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return unsafe { compiled_for_fma(cell, delta, targets, predictions) };
+        else { direction_loop(cell, delta, targets, predictions, loss, |y, f| loss.value(y, f)) }
     }
-    direction_loop(cell, delta, targets, predictions, loss, |y, f| loss.value(y, f))
 }
 
 /// [`cell_direction_sums`]' loop with the loss function given.
@@ -240,18 +233,15 @@ pub fn cell_update_predictions(cell: &Cell, old: &[f64], new: &[f64], prediction
 /// Sum of losses over one shard, rounded once to fixed point (checked against `range`).
 /// Logistic loss runs a copy with `exp` inlined where allowed, with the same bits.
 pub fn shard_loss_sum(range: &SumRange, targets: &[f64], predictions: &[i64], loss: Loss) -> Result<i128, EngineError> {
-    #[cfg(target_arch = "x86_64")]
-    if loss == Loss::Logistic && Exp::detect() == Exp::Inline {
-        #[target_feature(enable = "fma,avx2")]
-        fn compiled_for_fma(targets: &[f64], predictions: &[i64]) -> f64 {
+    let sum = fma::dispatch! {
+        if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(targets: &[f64], predictions: &[i64]) -> f64 {
             // A closure, not the function item (see `cell_direction_sums`).
             loss_loop(targets, predictions, |y, f| logistic_value_inline(y, f))
         }
-        // SAFETY: Exp::detect() returns Inline only on a CPU with FMA and AVX2.
-        #[allow(unsafe_code)]
-        return range.fixed(Quantity::Loss, unsafe { compiled_for_fma(targets, predictions) });
-    }
-    range.fixed(Quantity::Loss, loss_loop(targets, predictions, |y, f| loss.value(y, f)))
+        else { loss_loop(targets, predictions, |y, f| loss.value(y, f)) }
+    };
+    range.fixed(Quantity::Loss, sum)
 }
 
 /// [`shard_loss_sum`]'s sum, in row order.

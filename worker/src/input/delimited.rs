@@ -142,7 +142,7 @@ impl DelimitedReader {
         LineaError::input(&self.file, self.line(), message)
     }
 
-    fn number(&self, text: &str, what: &str) -> Result<f64> {
+    fn number(&self, text: &str, what: impl std::fmt::Display) -> Result<f64> {
         super::finite(text, what).map_err(|m| self.error(m))
     }
 }
@@ -166,7 +166,7 @@ impl ExampleReader for DelimitedReader {
                 Kind::Ignored => {}
                 _ if field.is_empty() => {}
                 Kind::Numeric => {
-                    let value = self.number(field, &format!("column {}", self.names[c]))?;
+                    let value = self.number(field, format_args!("column {}", self.names[c]))?;
                     example.push_numeric(c as u32, value, self.numeric);
                 }
                 Kind::Categorical => example.push(c as u32, field, 1.0),

@@ -32,9 +32,9 @@ impl ExampleReader for LibsvmReader {
             let index: u64 = index
                 .parse()
                 .map_err(|_| lines.error(format!("feature index {index:?} is not a non-negative integer")))?;
-            let value = lines.number(value, &format!("value of feature {index}"))?;
+            let value = lines.number(value, format_args!("value of feature {index}"))?;
             if value != 0.0 {
-                example.push(0, &index.to_string(), value);
+                example.push(0, itoa::Buffer::new().format(index), value);
             }
         }
         Ok(true)

@@ -93,8 +93,12 @@ impl RawExample {
             NumericMode::Dense => {}
             NumericMode::Buckets => {
                 let bucket = (2.0 * value.abs().ln_1p() / std::f64::consts::LN_2).floor() as i64;
-                let key = if value < 0.0 { format!("-{bucket}") } else { bucket.to_string() };
-                self.push(variable, &key, 1.0)
+                let start = self.keys.len() as u32;
+                if value < 0.0 {
+                    self.keys.push('-');
+                }
+                self.keys.push_str(itoa::Buffer::new().format(bucket));
+                self.features.push((variable, start, self.keys.len() as u32, 1.0));
             }
         }
     }
@@ -168,8 +172,9 @@ impl Lines {
         LineaError::input(&self.file, self.line, message)
     }
 
-    /// Parses a finite number, or says which field of which line is not one.
-    pub fn number(&self, text: &str, what: &str) -> Result<f64> {
+    /// Parses a finite number, or says which field of which line is not one. `what` is
+    /// formatted only for the message (callers pass `format_args!`: this runs per value).
+    pub fn number(&self, text: &str, what: impl std::fmt::Display) -> Result<f64> {
         finite(text, what).map_err(|m| self.error(m))
     }
 
@@ -180,7 +185,7 @@ impl Lines {
 }
 
 /// A finite number, or the message saying why `text` (the line's `what`) is not one.
-fn finite(text: &str, what: &str) -> Result<f64, String> {
+fn finite(text: &str, what: impl std::fmt::Display) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         Ok(v) => Err(format!("{what} is {v}; only finite numbers are allowed")),

@@ -76,13 +76,13 @@ impl VwReader {
                 _ => (" ", segment),
             };
             let (name, scale) = match name.split_once(':') {
-                Some((n, s)) => (n, self.lines.number(s, &format!("scale of namespace {n}"))?),
+                Some((n, s)) => (n, self.lines.number(s, format_args!("scale of namespace {n}"))?),
                 None => (name, 1.0),
             };
             let variable = self.namespace(name);
             for token in rest.split_ascii_whitespace() {
                 let (key, value) = match token.rsplit_once(':') {
-                    Some((k, v)) => (k, self.lines.number(v, &format!("value of feature {k}"))?),
+                    Some((k, v)) => (k, self.lines.number(v, format_args!("value of feature {k}"))?),
                     None => (token, 1.0),
                 };
                 let value = value * scale;
