@@ -42,8 +42,7 @@ pub fn grain_pass_curvature(
     grain_pass_with(loss, slot, rows, w, gradient, curvature, true)
 }
 
-/// The pass, with or without the Hessian diagonal: one copy of the loop each
-/// (`pass_loop::<CURVATURE>`), so the pass without it does no extra work.
+/// The pass, with or without the Hessian diagonal.
 fn grain_pass_with(
     loss: Loss,
     slot: &SlotRows,
@@ -53,30 +52,44 @@ fn grain_pass_with(
     curvature: &mut [f64],
     with_curvature: bool,
 ) -> f64 {
+    let pass = Pass { slot, rows, with_curvature };
     fma::dispatch! {
         if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
-        fn(
-            slot: &SlotRows,
-            rows: Range<usize>,
-            w: &[f64],
-            gradient: &mut [f64],
-            curvature: &mut [f64],
-            with_curvature: bool,
-        ) -> f64 {
-            let row = |y, m| logistic_row(y, m, Inline);
-            if with_curvature {
-                pass_loop::<true>(slot, rows, w, gradient, curvature, row)
-            } else {
-                pass_loop::<false>(slot, rows, w, gradient, curvature, row)
-            }
+        fn(pass: Pass, w: &[f64], gradient: &mut [f64], curvature: &mut [f64]) -> f64 {
+            pass.run(w, gradient, curvature, |y, m| logistic_row(y, m, Inline))
         }
         else {
-            match (loss, with_curvature) {
-                (Loss::Logistic, false) => pass_loop::<false>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, Library)),
-                (Loss::Logistic, true) => pass_loop::<true>(slot, rows, w, gradient, curvature, |y, m| logistic_row(y, m, Library)),
-                (other, false) => pass_loop::<false>(slot, rows, w, gradient, curvature, |y, m| row_of(other, y, m)),
-                (other, true) => pass_loop::<true>(slot, rows, w, gradient, curvature, |y, m| row_of(other, y, m)),
+            match loss {
+                Loss::Logistic => pass.run(w, gradient, curvature, |y, m| logistic_row(y, m, Library)),
+                Loss::Squared => pass.run(w, gradient, curvature, |y, m| row_of(Loss::Squared, y, m)),
+                Loss::Hinge => pass.run(w, gradient, curvature, |y, m| row_of(Loss::Hinge, y, m)),
             }
+        }
+    }
+}
+
+/// The rows of one pass, and whether it sums the Hessian diagonal too.
+struct Pass<'s> {
+    slot: &'s SlotRows,
+    rows: Range<usize>,
+    with_curvature: bool,
+}
+
+impl Pass<'_> {
+    /// One copy of the loop with the diagonal and one without (`pass_loop::<CURVATURE>`),
+    /// so the pass without it does no extra work.
+    #[inline(always)]
+    fn run(
+        self,
+        w: &[f64],
+        gradient: &mut [f64],
+        curvature: &mut [f64],
+        row: impl Fn(f64, f64) -> (f64, f64, f64),
+    ) -> f64 {
+        if self.with_curvature {
+            pass_loop::<true>(self.slot, self.rows, w, gradient, curvature, row)
+        } else {
+            pass_loop::<false>(self.slot, self.rows, w, gradient, curvature, row)
         }
     }
 }
