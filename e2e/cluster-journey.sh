@@ -408,18 +408,12 @@ PY
 check "kubectl get tj showed the workers (DESIRED 8, then fewer) and the duality GAP" shows_scale_in
 # The reference: `linea train` with the master pod's own arguments, on the reference grid.
 k -n "$NS" get pod "$EJ-master" -o jsonpath='{.spec.containers[0].args}' >"$WORK/elastic-master-args.json"
-mapfile -t train_args < <(python3 -c 'import json, sys
-args, out, skip = json.load(open(sys.argv[1])), [], False
-for a in args:
-    if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
-    out.append(a)
-assert out[0] == "master", out
-out[0] = "train"
-out[out.index("--data") + 1] = sys.argv[2]
-out[out.index("--model") + 1] = sys.argv[3]
-print("\n".join(out))' "$WORK/elastic-master-args.json" "$WORK/reference-grid" "$WORK/elastic-reference.model")
-"$LINEA_BIN" --quiet "${train_args[@]}" --threads 2 >/dev/null
+mapfile -t master_args < <(python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))))' \
+  "$WORK/elastic-master-args.json")
+mapfile -t train_args < <(python3 "$HERE/train_args.py" --data "$WORK/reference-grid" \
+  --model "$WORK/elastic-reference.model" -- "${master_args[@]}")
+check "linea train runs with the master pod's own arguments (what it says is shown if not)" \
+  "$LINEA_BIN" --quiet "${train_args[@]}" --threads 2
 check "the elastic job's model equals linea train with the same settings, bit for bit" \
   cmp "$WORK/s3/models/$EJ.model" "$WORK/elastic-reference.model"
 echo "       note: the elastic section took $((SECONDS - t_elastic)) s"

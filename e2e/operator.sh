@@ -905,17 +905,9 @@ check "the elastic job is Succeeded" until_ok 30 equals tj/shrink '{.status.phas
 check "... and the restarted operator repeated no decision: still exactly 2 ElasticScaleIn events" \
   test "$(scale_in_events | wc -l)" = 2
 # The same settings in one process: `linea train` with the master's own arguments.
-train_args="$(python3 -c 'import sys
-args, out, skip = sys.argv[2:], [], False
-for i, a in enumerate(args):
-    if skip: skip = False; continue
-    if a in ("--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen", "--wait-for-workers"): skip = True; continue
-    out.append(a)
-out[0] = "train"
-out[out.index("--model") + 1] = sys.argv[1]
-print("\n".join(out))' "$STATE/shrink-reference.model" "${master_args[@]}")"
-mapfile -t train_args <<<"$train_args"
-"$LINEA_BIN" --quiet "${train_args[@]}" --threads 2 >"$STATE/shrink-train.log" 2>&1
+mapfile -t train_args < <(python3 "$HERE/train_args.py" --model "$STATE/shrink-reference.model" -- "${master_args[@]}")
+check "linea train runs with the master's own arguments (what it says is shown if not)" \
+  "$LINEA_BIN" --quiet "${train_args[@]}" --threads 2
 check "the elastic job's model equals linea train with the same settings, bit for bit" \
   cmp "$STATE/shrink.model" "$STATE/shrink-reference.model"
 
