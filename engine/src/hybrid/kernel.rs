@@ -5,7 +5,7 @@
 use super::config::Mixing;
 use super::layout::{GRAIN, Layout};
 use super::online::{adagrad_pass, perceptron_pass, sgd_pass};
-use super::pass::{grain_pass, grain_pass_curvature};
+use super::pass::grain_pass;
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput};
 use crate::cocoa::rows::SlotRows;
 use crate::error::EngineError;
@@ -124,11 +124,8 @@ impl LinearKernel {
         let mut sums = Vec::with_capacity(entries);
         let features = self.features() as u32;
         for (rows_of_grain, touched) in self.grain_rows(unit).zip(&data.grain_features) {
-            let loss = if curvature {
-                grain_pass_curvature(self.loss, rows, rows_of_grain, &local, &mut acc, &mut diagonal)
-            } else {
-                grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc)
-            };
+            let loss =
+                grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc, curvature.then_some(&mut diagonal[..]));
             for &j in touched {
                 let j = j as usize;
                 sums.push((rows.globals[j], range.fixed(Quantity::Gradient, acc[j])?));

@@ -23,35 +23,20 @@ use crate::scd::fast_log1p::log1p_inline;
 use std::ops::Range;
 
 /// Adds `l'(y_i, x_i . w) x_ij` of rows `rows` (slot-local numbering) into `gradient`
-/// (indexed by local feature) and returns the sum of their losses, in row order.
-pub fn grain_pass(loss: Loss, slot: &SlotRows, rows: Range<usize>, w: &[f64], gradient: &mut [f64]) -> f64 {
-    grain_pass_with(loss, slot, rows, w, gradient, &mut [], false)
-}
-
-/// [`grain_pass`] that also adds `l''(y_i, x_i . w) x_ij^2` into `curvature` (indexed like
-/// `gradient`): the Hessian diagonal of the data loss, for the Jacobi preconditioner, from
-/// the same margins (`Loss::derivatives(..).second`'s bits).
-pub fn grain_pass_curvature(
+/// (indexed by local feature) and returns the sum of their losses, in row order. With
+/// `curvature` it also adds `l''(y_i, x_i . w) x_ij^2` there (indexed like `gradient`): the
+/// Hessian diagonal of the data loss, for the Jacobi preconditioner, from the same margins
+/// (`Loss::derivatives(..).second`'s bits).
+pub fn grain_pass(
     loss: Loss,
     slot: &SlotRows,
     rows: Range<usize>,
     w: &[f64],
     gradient: &mut [f64],
-    curvature: &mut [f64],
+    curvature: Option<&mut [f64]>,
 ) -> f64 {
-    grain_pass_with(loss, slot, rows, w, gradient, curvature, true)
-}
-
-/// The pass, with or without the Hessian diagonal.
-fn grain_pass_with(
-    loss: Loss,
-    slot: &SlotRows,
-    rows: Range<usize>,
-    w: &[f64],
-    gradient: &mut [f64],
-    curvature: &mut [f64],
-    with_curvature: bool,
-) -> f64 {
+    let with_curvature = curvature.is_some();
+    let curvature = curvature.unwrap_or_default();
     let pass = Pass { slot, rows, with_curvature };
     fma::dispatch! {
         if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
