@@ -81,8 +81,14 @@ impl RawExample {
     }
 
     fn push(&mut self, variable: u32, key: &str, value: f64) {
+        self.push_written(variable, value, |keys| keys.push_str(key));
+    }
+
+    /// Pushes a feature whose key `write_key` appends to the key buffer (no `String` of its
+    /// own: this runs for every value read).
+    fn push_written(&mut self, variable: u32, value: f64, write_key: impl FnOnce(&mut String)) {
         let start = self.keys.len() as u32;
-        self.keys.push_str(key);
+        write_key(&mut self.keys);
         self.features.push((variable, start, self.keys.len() as u32, value));
     }
 
@@ -93,12 +99,12 @@ impl RawExample {
             NumericMode::Dense => {}
             NumericMode::Buckets => {
                 let bucket = (2.0 * value.abs().ln_1p() / std::f64::consts::LN_2).floor() as i64;
-                let start = self.keys.len() as u32;
-                if value < 0.0 {
-                    self.keys.push('-');
-                }
-                self.keys.push_str(itoa::Buffer::new().format(bucket));
-                self.features.push((variable, start, self.keys.len() as u32, 1.0));
+                self.push_written(variable, 1.0, |keys| {
+                    if value < 0.0 {
+                        keys.push('-');
+                    }
+                    keys.push_str(itoa::Buffer::new().format(bucket));
+                });
             }
         }
     }
