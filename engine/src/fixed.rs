@@ -60,12 +60,41 @@ pub fn prediction_value(fixed: i64) -> f64 {
 const FRACTION_BITS: i32 = 64;
 
 /// Rounds `value` to the nearest multiple of 2^-64 (ties away from zero), as an `i128`.
-/// Exact bit manipulation, so it is fast and identical on every machine.
+/// Exact, so it is identical on every machine.
+///
+/// Values below 1/2 in magnitude (every change of CoCoA's shared vector and every partial
+/// sum of a typical row) take the hardware's conversion: `s = value * 2^64` is exact (a
+/// power-of-two scaling) and below 2^63, so `s as i64` truncates it exactly, `s - trunc`
+/// is the exact fraction, and one comparison rounds half away from zero — the same integer
+/// as the bit manipulation below ([`to_fixed128_bits`]), in a third of its instructions
+/// (criteo-sample converts ~35,000 entries an epoch).
 ///
 /// # Panics
 /// Never; values of ±2^62 and beyond saturate, and NaN maps to 0. Callers validate inputs so
 /// neither happens in training.
+#[inline]
 pub fn to_fixed128(value: f64) -> i128 {
+    const SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let s = value * SCALE;
+    // False for NaN and for |value| >= 1/2.
+    if s.abs() < LIMIT {
+        let t = s as i64;
+        let fraction = s - t as f64;
+        let rounded = if fraction >= 0.5 {
+            t + 1
+        } else if fraction <= -0.5 {
+            t - 1
+        } else {
+            t
+        };
+        return rounded as i128;
+    }
+    to_fixed128_bits(value)
+}
+
+/// [`to_fixed128`] by taking the `f64` apart: any finite value, NaN as 0.
+fn to_fixed128_bits(value: f64) -> i128 {
     if value == 0.0 || value.is_nan() {
         return 0;
     }
@@ -369,6 +398,33 @@ mod tests {
         }
         for x in cases {
             assert_eq!(i128_to_f64(x).to_bits(), (x as f64).to_bits(), "{x}");
+        }
+    }
+
+    /// The hardware fast path of `to_fixed128` gives the bit manipulation's integer: at
+    /// every power of two, on both sides of every rounding tie, at the path's edge (1/2) and
+    /// on random values of every magnitude.
+    #[test]
+    fn the_fast_fixed_point_conversion_is_the_exact_one() {
+        let mut cases = vec![0.0, -0.0, f64::NAN, 0.5, -0.5, 0.5 - 1e-17, f64::MIN_POSITIVE, 5e-324, 1.0, -3.0];
+        for e in -80..=63 {
+            let p = 2f64.powi(e);
+            for x in [p, p * 1.5, p * 0.75, p * (1.0 + f64::EPSILON), p * (1.0 - f64::EPSILON / 2.0)] {
+                cases.extend([x, -x]);
+                // Halfway between two multiples of 2^-64, and one ulp either side.
+                let tie = (x * 2f64.powi(64)).trunc() + 0.5;
+                let tie = tie * 2f64.powi(-64);
+                cases.extend([tie, -tie, f64::from_bits(tie.to_bits() + 1), f64::from_bits(tie.to_bits() - 1)]);
+            }
+        }
+        let mut rng = crate::rng::SplitMix64::new(11);
+        for _ in 0..200_000 {
+            let mantissa = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let x = mantissa * 2f64.powi((rng.next_u64() % 90) as i32 - 80);
+            cases.extend([x, -x]);
+        }
+        for x in cases {
+            assert_eq!(to_fixed128(x), to_fixed128_bits(x), "{x:e}");
         }
     }
 
