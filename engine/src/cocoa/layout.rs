@@ -102,9 +102,27 @@ impl Layout {
                 order
             })
             .collect();
-        let longest = orders.iter().map(Vec::len).max().unwrap_or(0);
-        (0..longest).flat_map(|r| orders.iter().filter_map(move |o| o.get(r).copied())).collect()
+        interleave(orders)
     }
+}
+
+/// The partitions' orders taken in turns (the first row of each, then the second, ...),
+/// written into one vector of the right size: built by chained iterators it cost more than
+/// the shuffles themselves (~65 instructions a row on higgs-sample, 6% of a K = 1 run).
+fn interleave(mut orders: Vec<Vec<u32>>) -> Vec<u32> {
+    if orders.len() == 1 {
+        return orders.pop().expect("one order");
+    }
+    let longest = orders.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = Vec::with_capacity(orders.iter().map(Vec::len).sum());
+    for r in 0..longest {
+        for order in &orders {
+            if let Some(&i) = order.get(r) {
+                out.push(i);
+            }
+        }
+    }
+    out
 }
 
 /// One seed from the tuple, each component mixed through SplitMix64 so that neighbouring
