@@ -124,11 +124,31 @@ def nthreads(t):
 
 # --------------------------------------------------------------------------- data files
 
+_held = []
+
+
+def hold_workdir(d):
+    """Holds the dataset's workdir for the whole run. Runs write and delete files there (the
+    prepared grid is rebuilt per run, models and traces share names), so a second run on the
+    same workdir would clash with the first: it waits for the first to finish instead, and says
+    so. The lock is released when the process exits."""
+    import fcntl
+    # beside the workdir, not in it: the workdir is wiped when the featurisation changes
+    f = open(os.path.join(os.path.dirname(d), f".{os.path.basename(d)}.lock"), "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"# another run is using {d}; waiting for it to finish (or pass --workdir)", file=sys.stderr, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    _held.append(f)
+
+
 def workdir_for(args):
     base = args.workdir or os.path.join(os.environ.get("LINEA_CACHE", os.path.expanduser("~/.cache/linea")),
                                         "bench-work")
     d = os.path.join(base, args.dataset)
     os.makedirs(d, exist_ok=True)
+    hold_workdir(d)
     # scratch files (npz, text copies, linea's grid) depend on peerdata's featurisation:
     # wipe them when it changed since they were written
     import peerdata as pdt

@@ -51,6 +51,7 @@ macro_rules! dispatch {
         else $fallback:block
     ) => {{
         #[cfg_attr(target_arch = "x86_64", target_feature(enable = "fma,avx2"))]
+        #[allow(clippy::redundant_closure, reason = "a closure written here is compiled for FMA; a function item is not")]
         fn compiled_for_fma($($arg: $ty),*) $(-> $ret)? $fast
         if $when && $crate::fma::available() {
             // SAFETY: `compiled_for_fma` differs from a safe function only in being compiled

@@ -673,7 +673,7 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
 /// 4 GiB).
 fn cache_mib(resources: Option<&ResourceRequirements>) -> Option<u64> {
     let limit = resources?.limits.as_ref()?.get("memory")?;
-    Some(resources::bytes(limit)? / 2 >> 20)
+    Some((resources::bytes(limit)? / 2) >> 20)
 }
 
 pub fn master_service(job: &TrainingJob) -> Service {

@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(numbers(&merge(&mut alike, &j, Some(&report(2, &[], &[same(1), same(2)]))).decisions), [2]);
         // A gap in the master's numbers stops the merge there; nothing is skipped.
         let mut gap = ElasticStatus { slots: 8, ..Default::default() };
-        assert!(merge(&mut gap, &j, Some(&report(1, &[], &[d2.clone()]))).decisions.is_empty());
+        assert!(merge(&mut gap, &j, Some(&report(1, &[], std::slice::from_ref(&d2)))).decisions.is_empty());
         assert_eq!(numbers(&merge(&mut gap, &j, Some(&report(1, &[], &[d1, d2]))).decisions), [1, 2]);
     }
 

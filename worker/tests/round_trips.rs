@@ -17,7 +17,7 @@ use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
 use linea_worker::prepare::{PrepareOptions, prepare};
 use linea_worker::progress::Progress;
-use linea_worker::runtime::checkpoint::parse_object;
+use linea_worker::runtime::checkpoint::{FORMAT, ObjectError, parse_object};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -191,7 +191,7 @@ fn check_object<T: serde::Serialize + serde::de::DeserializeOwned>(
     value: &T,
     version: u64,
 ) -> Result<(), TestCaseError> {
-    let mut bytes = format!(r#"{{"format":"linea-checkpoint/2","fingerprint":"fp","version":{version}}}"#).into_bytes();
+    let mut bytes = format!(r#"{{"format":"{FORMAT}","fingerprint":"fp","version":{version}}}"#).into_bytes();
     bytes.push(b'\n');
     bytes.extend(encode(value));
     let (_, parsed): (_, T) = parse_object(&bytes, "fp", "base").map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -200,6 +200,28 @@ fn check_object<T: serde::Serialize + serde::de::DeserializeOwned>(
     prop_assert_eq!(encode(&again), encode(value));
     prop_assert!(parse_object::<T>(&bytes, "another run", "base").is_err());
     Ok(())
+}
+
+/// A checkpoint written in an older format is refused with a message that names both
+/// formats (its body would be misread), not taken as damaged and silently started over; an
+/// object that is no checkpoint at all is refused too.
+#[test]
+fn a_checkpoint_of_another_format_is_refused_by_name() {
+    let object = |format: &str| {
+        let mut bytes = format!(r#"{{"format":"{format}","fingerprint":"fp","version":0}}"#).into_bytes();
+        bytes.push(b'\n');
+        bytes.extend(encode(&7u32));
+        bytes
+    };
+    match parse_object::<u32>(&object("linea-checkpoint/1"), "fp", "base-a") {
+        Err(ObjectError::Foreign(why)) => {
+            assert!(why.contains("linea-checkpoint/1") && why.contains(FORMAT) && why.contains("remove it"), "{why}")
+        }
+        Err(other) => panic!("an older format must be refused as another run's, not {other:?}"),
+        Ok(_) => panic!("an older format must be refused"),
+    }
+    assert!(matches!(parse_object::<u32>(&object("something-else/9"), "fp", "base-a"), Err(ObjectError::Foreign(_))));
+    assert_eq!(parse_object::<u32>(&object(FORMAT), "fp", "base-a").unwrap().1, 7);
 }
 
 /// A trace point whose objective was not computed (CoCoA's gap schedule) is NaN; a

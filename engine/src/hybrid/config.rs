@@ -48,7 +48,7 @@ impl Precondition {
     pub fn refreshes_after(self, iterations: u32) -> bool {
         match self {
             Precondition::None | Precondition::Diagonal { refresh: 0 } => false,
-            Precondition::Diagonal { refresh } => iterations % refresh == 0,
+            Precondition::Diagonal { refresh } => iterations.is_multiple_of(refresh),
         }
     }
 }

@@ -50,6 +50,18 @@ pub struct Linear {
     state: LinearState,
 }
 
+/// What one L-BFGS iteration did, for the epoch's step and note.
+struct LbfgsOutcome {
+    /// The curvature pair it added, if the step gave one with `s.y > 0`.
+    pair: Option<Pair>,
+    /// How many of the oldest pairs it dropped.
+    dropped: u32,
+    /// Why the search fell back or stopped, for the trace.
+    note: Option<String>,
+    /// The preconditioner's diagonal, when this iteration recomputed it.
+    diagonal: Option<Vec<f64>>,
+}
+
 impl Linear {
     /// A run over a grid of blocks `shapes` and row shards of `shard_rows` rows. L-BFGS
     /// alone uses one slot per grain (its result does not depend on the slots, so it takes
@@ -190,10 +202,7 @@ impl Linear {
     /// search, the new pair. A failed search is retried once along the steepest descent
     /// with the memory cleared; a second failure means the objective cannot be lowered at
     /// this precision, and the run stops.
-    fn lbfgs_step<R: Runner<LinearKernel>>(
-        &mut self,
-        runner: &mut R,
-    ) -> Result<(Option<Pair>, u32, Option<String>, Option<Vec<f64>>), R::Error> {
+    fn lbfgs_step<R: Runner<LinearKernel>>(&mut self, runner: &mut R) -> Result<LbfgsOutcome, R::Error> {
         let f0 = self.state.f.expect("evaluated before");
         let g0 = self.state.g.clone();
         let mut pairs_used = self.state.pairs.len();
@@ -239,7 +248,7 @@ impl Linear {
                     }
                     let note = retried
                         .then(|| "line search failed along the quasi-Newton direction; memory cleared".to_string());
-                    return Ok((pair, dropped, note, last_diagonal));
+                    return Ok(LbfgsOutcome { pair, dropped, note, diagonal: last_diagonal });
                 }
                 Err(_) if pairs_used > 0 => {
                     pairs_used = 0;
@@ -253,7 +262,8 @@ impl Linear {
                         SearchFailure::NotDescent => "the gradient gives no descent direction",
                         SearchFailure::Exhausted => "no step lowers the objective at this precision",
                     };
-                    return Ok((None, dropped, Some(format!("L-BFGS stopped: {why}")), None));
+                    let note = Some(format!("L-BFGS stopped: {why}"));
+                    return Ok(LbfgsOutcome { pair: None, dropped, note, diagonal: None });
                 }
             }
         }
@@ -352,9 +362,9 @@ impl Algorithm for Linear {
                 self.state.g = point.g;
             }
             Mode::Lbfgs | Mode::Hybrid => {
-                let refreshed;
-                (pair, dropped, note, refreshed) = self.lbfgs_step(runner)?;
-                diagonal = refreshed.or(diagonal);
+                let outcome = self.lbfgs_step(runner)?;
+                (pair, dropped, note) = (outcome.pair, outcome.dropped, outcome.note);
+                diagonal = outcome.diagonal.or(diagonal);
             }
             Mode::Ipm(_) => {
                 let w = self.mix(runner)?;

@@ -77,9 +77,10 @@ impl S3Storage {
         state: &RefCell<(std::fs::File, u64)>,
         dest: &Path,
     ) -> Result<(), Failure> {
-        let mut state = state.borrow_mut();
-        let (file, written) = &mut *state;
-        if *written >= info.bytes && info.bytes > 0 {
+        // The state is borrowed between awaits only, never across one. The attempts run one at
+        // a time (`with_retries`), which is what keeps the file's bytes in order.
+        let written = state.borrow().1;
+        if written >= info.bytes && info.bytes > 0 {
             return Ok(());
         }
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +88,7 @@ impl S3Storage {
         if let Some(etag) = &info.etag {
             request = request.if_match(etag);
         }
-        if *written > 0 {
+        if written > 0 {
             request = request.range(format!("bytes={written}-"));
         } else {
             // The whole object: the SDK can check its stored checksum as it streams in.
@@ -105,6 +106,8 @@ impl S3Storage {
                 let cause = format!("reading the body: {}", chain(&e));
                 if cause.contains("checksum mismatch") { Failure::Corrupt(cause) } else { Failure::Transient(cause) }
             });
+            let mut state = state.borrow_mut();
+            let (file, written) = &mut *state;
             match chunk {
                 Ok(Some(bytes)) => {
                     file.write_all(&bytes)
