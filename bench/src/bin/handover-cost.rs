@@ -13,7 +13,7 @@
 //! cache: S3 would be slower). Each merged slot is checked equal to the gathered one.
 
 use linea_engine::Loss;
-use linea_engine::algorithm::{GridSource, Kernel};
+use linea_engine::algorithm::{Algorithm, GridSource, Kernel};
 use linea_engine::cocoa::{Cocoa, CocoaConfig, CocoaKernel, SlotState};
 use linea_engine::grid::{Cell, InMemoryGrid};
 use linea_proto::auth::JobSecret;
@@ -141,7 +141,10 @@ impl PeerBackend for Holders {
     }
     fn part(&self, session: &str, unit: u32) -> Option<proto::UnitPart> {
         let states = self.states.lock().expect("states lock");
-        let part = (session == "old").then(|| self.kernel.encode_part(states.get(unit as usize)?)).flatten()??;
+        if session != "old" {
+            return None;
+        }
+        let part = self.kernel.encode_part(states.get(unit as usize)?)?;
         self.served.fetch_add(part.len() as u64, Ordering::Relaxed);
         Some(sealed(part))
     }
