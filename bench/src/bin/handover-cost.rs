@@ -160,6 +160,8 @@ fn main() {
         std::process::exit(1)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // Lazy channels spawn their connection on the current runtime.
+    let _runtime = runtime.enter();
     let secret = JobSecret::generate();
     let partitions = args.path[0];
     println!(
@@ -188,6 +190,14 @@ fn main() {
                 tokio::spawn(server.serve_with_incoming(linea_proto::server::incoming(listener)));
                 address
             });
+            // One connection to the holders, as a worker keeps one per peer.
+            let channel = linea_proto::client::lazy_channel(
+                &address,
+                Timeouts::RUNTIME,
+                &Transport::Plaintext,
+                Expect::Name(WORKER_NAME),
+            )
+            .unwrap_or_else(|e| fail(format!("{e}")));
             let (mut storage_wall, mut peer_wall) = (f64::INFINITY, f64::INFINITY);
             let (mut storage_bytes, mut merged) = (0, Vec::new());
             for _ in 0..args.repeats {
@@ -211,15 +221,8 @@ fn main() {
                     let started = Instant::now();
                     let requests = range
                         .map(|old_unit| {
-                            let channel = linea_proto::client::lazy_channel(
-                                &address,
-                                Timeouts::RUNTIME,
-                                &Transport::Plaintext,
-                                Expect::Name(WORKER_NAME),
-                            )
-                            .unwrap();
                             let request = proto::FetchPartRequest { session: "old".into(), unit: old_unit as u32 };
-                            (address.clone(), linea_proto::client::peer(channel, &secret), request)
+                            (address.clone(), linea_proto::client::peer(channel.clone(), &secret), request)
                         })
                         .collect();
                     let parts = runtime
