@@ -201,6 +201,19 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
         self.restore(unit, base, grid)
     }
 
+    /// What [`Self::merge`] needs of an old unit's state, as bytes, for a worker that merges
+    /// it on another machine (CoCoA: the slot's rows); `None`, the default and for a state
+    /// that holds nothing worth sending: the merging worker reads storage instead.
+    fn encode_part(&self, _state: &Self::UnitState) -> Option<Vec<u8>> {
+        None
+    }
+
+    /// An old unit's state from [`Self::encode_part`]'s bytes, checked, as a part for
+    /// [`Self::merge`] only (it need not be a state a phase can run on).
+    fn decode_part(&self, _bytes: &[u8]) -> Result<Self::UnitState, EngineError> {
+        Err(EngineError::Corrupt("this algorithm hands over no parts".into()))
+    }
+
     /// A unit's state as bytes, for a worker taking the unit over from its owner.
     fn encode_state(&self, state: &Self::UnitState) -> Vec<u8>;
     fn decode_state<G: GridSource>(&self, unit: usize, bytes: &[u8], grid: &G) -> Result<Self::UnitState, G::Error>;

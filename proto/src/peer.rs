@@ -26,6 +26,12 @@ pub trait PeerBackend: Send + Sync + 'static {
     fn unit_state(&self, unit: u32, version: u64) -> Option<Vec<u8>>;
     /// The compressed bytes of a cell in this worker's cache.
     fn cell(&self, block: u32, shard: u32) -> Option<Vec<u8>>;
+    /// What a merge needs of `unit` as this worker held it in master session `session`
+    /// (an earlier configuration's unit, kept for the worker that merges it), with its
+    /// checksum; `None` if it holds none.
+    fn part(&self, _session: &str, _unit: u32) -> Option<v1::UnitPart> {
+        None
+    }
     /// A chunk of a tree allreduce (the session already checked), waiting until it is
     /// ready; a backend that takes part in none answers UNIMPLEMENTED.
     fn chunk(&self, _request: v1::FetchChunkRequest) -> ChunkFuture {
@@ -70,6 +76,14 @@ impl<B: PeerBackend> Peer for PeerService<B> {
         let state =
             state.ok_or_else(|| Status::not_found(format!("no state of unit {} at version {}", r.unit, r.version)))?;
         Ok(Response::new(v1::UnitState { version: r.version, state }))
+    }
+
+    async fn fetch_part(&self, request: Request<v1::FetchPartRequest>) -> Result<Response<v1::UnitPart>, Status> {
+        let r = request.into_inner();
+        let part = self.backend.part(&r.session, r.unit);
+        let part =
+            part.ok_or_else(|| Status::not_found(format!("no part of unit {} of session {}", r.unit, r.session)))?;
+        Ok(Response::new(part))
     }
 
     async fn fetch_cell(&self, request: Request<v1::FetchCellRequest>) -> Result<Response<v1::CellBytes>, Status> {

@@ -283,6 +283,19 @@ impl Kernel for CocoaKernel {
         Ok(state)
     }
 
+    /// The slot's rows, once gathered: what a merge elsewhere needs (its dual variables
+    /// come from the master's base).
+    fn encode_part(&self, state: &SlotState) -> Option<Vec<u8>> {
+        state.rows.as_ref().map(encode)
+    }
+
+    /// Rows from another worker, checked ([`SlotRows::checked`]); the dual variables are
+    /// left empty, as [`Self::merge`] takes the committed ones from its base.
+    fn decode_part(&self, bytes: &[u8]) -> Result<SlotState, EngineError> {
+        let rows = decode::<SlotRows>(bytes, "cocoa slot rows")?.checked(self.features())?;
+        Ok(SlotState { alpha: Vec::new(), rows: Some(rows), weights: None })
+    }
+
     fn encode_state(&self, state: &SlotState) -> Vec<u8> {
         encode(&state.alpha)
     }

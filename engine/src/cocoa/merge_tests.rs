@@ -2,6 +2,7 @@
 //! fresh gathering from the grid gives, field by field, and a run that merges is the same
 //! bytes as one that regathers every merged slot.
 
+use super::rows::SlotRows;
 use super::tests::{problem, train_keeping_steps, weights_bits};
 use super::*;
 use crate::algorithm::{Algorithm, Kernel, encode};
@@ -127,4 +128,63 @@ fn scale_ins_by_merge_give_the_bytes_of_regathered_slots() {
         assert_eq!(encode(merged.state()), encode(regathered.state()), "{loss:?}");
         assert_eq!(weights_bits(&merged), weights_bits(&regathered), "{loss:?}");
     }
+}
+
+/// A scale-in on the distributed runtime: each old slot's rows travel as bytes
+/// ([`Kernel::encode_part`]) from the worker that held it to the one that merges them
+/// ([`Kernel::decode_part`]); the merged slot is the one a fresh gathering gives, field by
+/// field, on every kind of grid and for slots without rows (empty slots).
+#[test]
+fn parts_handed_over_as_bytes_merge_into_the_gathered_slot() {
+    for (name, grid) in grids(600, 90).into_iter().chain(grids(5, 2)) {
+        let (old, new) = (kernel(&grid, 8, 8), kernel(&grid, 2, 8));
+        for unit in 0..new.units() {
+            let range = new.merges_from(&old, unit).expect("a scale-in merges");
+            let parts: Vec<SlotState> = range
+                .map(|u| {
+                    let bytes = old.encode_part(&old.fresh(u, &grid).unwrap()).expect("gathered rows");
+                    new.decode_part(&bytes).unwrap()
+                })
+                .collect();
+            let base: Vec<f64> = (0..new.layout().slot_rows(unit).len()).map(|i| i as f64 - 0.5).collect();
+            let merged = new.merge(unit, &base, parts, &grid).unwrap();
+            let mut gathered = new.fresh(unit, &grid).unwrap();
+            gathered.alpha = base;
+            assert!(merged.rows().is_some(), "{name}: slot {unit} merged its parts' rows");
+            assert_eq!(merged, gathered, "{name}: slot {unit}");
+        }
+        // A slot never run holds no rows: nothing to hand over (the taker reads storage).
+        assert_eq!(old.encode_part(&old.restore(0, &vec![0.0; old.layout().slot_rows(0).len()], &grid).unwrap()), None);
+    }
+}
+
+/// Rows that arrive damaged are refused with an error, never merged: every way a part can
+/// break what the solver indexes by, and bytes that are not a part at all.
+#[test]
+fn damaged_parts_are_refused() {
+    let grid = problem_grid(600, 90);
+    let (old, new) = (kernel(&grid, 8, 8), kernel(&grid, 2, 8));
+    let rows = old.fresh(1, &grid).unwrap().rows().unwrap().clone();
+    assert!(rows.csr().2.is_some() && rows.len() > 2, "real values, several rows");
+    let part = |rows: &SlotRows| new.decode_part(&encode(rows));
+    assert!(part(&rows).is_ok());
+    let features = new.features() as u32;
+    let damages: Vec<(&str, Box<dyn Fn(&mut SlotRows)>)> = vec![
+        ("a row too many", Box::new(|r| r.targets.push(1.0))),
+        ("a local feature out of range", Box::new(|r| r.features[0] = r.globals.len() as u32)),
+        ("a global feature out of range", Box::new(move |r| *r.globals.last_mut().unwrap() = features)),
+        ("globals out of order", Box::new(|r| r.globals.swap(0, 1))),
+        ("starts not ascending", Box::new(|r| r.starts[1] = r.starts[2] + 1)),
+        ("a missing value", Box::new(|r| _ = r.values.as_mut().unwrap().pop())),
+        ("values all ones", Box::new(|r| r.values.as_mut().unwrap().iter_mut().for_each(|x| *x = 1.0))),
+        ("a norm not finite", Box::new(|r| r.norms[0] = f64::NAN)),
+    ];
+    for (what, damage) in damages {
+        let mut broken = rows.clone();
+        damage(&mut broken);
+        let refused = part(&broken).expect_err(what);
+        assert!(refused.to_string().contains("a slot's rows"), "{what}: {refused}");
+    }
+    assert!(new.decode_part(b"not rows").is_err());
+    assert!(new.decode_part(&encode(&rows)[..10]).is_err(), "truncated");
 }

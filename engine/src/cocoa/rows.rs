@@ -8,15 +8,18 @@ use super::layout::Layout;
 use crate::algorithm::GridSource;
 use crate::error::EngineError;
 use crate::loss::Loss;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq)]
+/// Serialized whole, as a scale-in's part sent from the worker that held the slot to the one
+/// that merges it ([`SlotRows::checked`] on arrival).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SlotRows {
     /// Row `i`'s non-zeros are `starts[i]..starts[i + 1]`.
-    starts: Vec<usize>,
+    pub(super) starts: Vec<usize>,
     /// Local feature of each non-zero.
-    features: Vec<u32>,
+    pub(super) features: Vec<u32>,
     /// Value of each non-zero; `None` when all are 1 (binary data such as a9a).
-    values: Option<Vec<f64>>,
+    pub(super) values: Option<Vec<f64>>,
     /// Global feature of each local one, ascending.
     pub globals: Vec<u32>,
     pub targets: Vec<f64>,
@@ -154,6 +157,38 @@ impl SlotRows {
         // the union has values exactly when a gathering of it would.
         let values = real.then_some(values);
         Self { starts, features, values, globals, targets, norms }
+    }
+
+    /// Rows that came from elsewhere (another worker's part of a merge), checked against
+    /// everything [`Self::gather`] guarantees and the solver's loops index by: CSR starts
+    /// from 0 up to the non-zeros, local features within the slot's, global features
+    /// ascending below `features`, one target and norm per row, and values only when one
+    /// is not 1 (as gathering keeps them, so a merge of these gives a gathering's bytes).
+    pub fn checked(self, features: usize) -> Result<Self, EngineError> {
+        let corrupt = |what: &str| Err(EngineError::Corrupt(format!("a slot's rows: {what}")));
+        let n = self.targets.len();
+        if self.starts.len() != n + 1 || self.norms.len() != n {
+            return corrupt(&format!("{} starts and {} norms for {n} rows", self.starts.len(), self.norms.len()));
+        }
+        if self.starts[0] != 0 || self.starts[n] != self.features.len() || self.starts.windows(2).any(|w| w[0] > w[1]) {
+            return corrupt("row starts do not ascend from 0 to the non-zeros");
+        }
+        if self.features.iter().any(|&j| j as usize >= self.globals.len()) {
+            return corrupt("a local feature beyond the slot's");
+        }
+        if self.globals.windows(2).any(|w| w[0] >= w[1]) || self.globals.last().is_some_and(|&g| g as usize >= features)
+        {
+            return corrupt(&format!("global features not ascending below {features}"));
+        }
+        if let Some(values) = &self.values
+            && (values.len() != self.features.len() || values.iter().all(|&x| x == 1.0))
+        {
+            return corrupt("values that do not match the non-zeros");
+        }
+        if !self.targets.iter().chain(&self.norms).all(|x| x.is_finite()) {
+            return corrupt("a target or norm that is not finite");
+        }
+        Ok(self)
     }
 
     pub fn len(&self) -> usize {

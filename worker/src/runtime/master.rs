@@ -137,17 +137,21 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
 
     /// A new kernel between phases: the version goes up so that no unit state of the old
     /// configuration is used again, every worker is sent the new job description (a worker
-    /// drops its units when the kernel changes and rebuilds them from the new bases), and the
-    /// scheduler forgets who owned which unit.
+    /// keeps its old units aside for the workers that merge them, and rebuilds its new ones
+    /// from the new bases), and the scheduler forgets who owned which unit, remembering for
+    /// each merged unit ([`Kernel::merges_from`]) where its old units are, so their rows are
+    /// fetched from those workers rather than read from storage.
     fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<()> {
         {
             let mut guard = self.bases.current.write().expect("mirror lock");
             *guard = (guard.0 + 1, kernel.clone(), mirror);
         }
         let (units, bytes) = (kernel.units(), encode(&kernel));
+        let merges = (0..units).map(|unit| kernel.merges_from(&self.kernel, unit)).collect();
         self.kernel = kernel;
         let hub = &self.hub;
-        hub.dispatch(|s| s.reconfigure(units, hub.set_kernel(bytes)));
+        let old_session = hub.job.lock().expect("job lock").session.clone();
+        hub.dispatch(|s| s.reconfigure(units, hub.set_kernel(bytes), merges, old_session));
         Ok(())
     }
 }

@@ -141,6 +141,25 @@ impl Cluster {
         }
         totals
     }
+
+    /// Merged units (elastic scale-ins) the workers built from their old units' parts, and
+    /// those they rebuilt from storage instead, from their closing lines.
+    pub fn merges(&self) -> (u64, u64) {
+        let mut totals = (0, 0);
+        for entry in std::fs::read_dir(self.logs.as_ref().unwrap()).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines().filter(|l| l.contains(" done: ")) {
+                let merges = &line[line.find("merged units: ").expect("a closing line counts merges")..];
+                let number = |label: &str| -> u64 {
+                    let before = &merges[..merges.find(label).unwrap()];
+                    before.rsplit(' ').next().unwrap().parse().unwrap()
+                };
+                totals.0 += number(" from parts");
+                totals.1 += number(" from storage");
+            }
+        }
+        totals
+    }
 }
 
 /// How often a waiting test looks again: a poll interval, not a synchronisation (every wait

@@ -185,6 +185,13 @@ pub struct Scheduler {
     owner: Vec<Option<WorkerKey>>,
     /// The worker a unit's state can be fetched from, until its new owner has it.
     prior: Vec<Option<WorkerKey>>,
+    /// After a reconfiguration that merges units (elastic CoCoA's scale-in): per new unit,
+    /// the old units it merges and the workers that held them, until the unit has run once.
+    /// Those workers hand their parts over rather than the merging worker reading storage,
+    /// and are not released (a scale-in's surplus) while a part of theirs is still wanted.
+    handover: Vec<Vec<(u32, WorkerKey)>>,
+    /// The master session the old units were held in (the holders keep them under it).
+    handover_session: String,
     phase: Option<Phase>,
     running: HashMap<u64, Running>,
     next_item: u64,
@@ -244,6 +251,8 @@ impl Scheduler {
             workers: BTreeMap::new(),
             owner: vec![None; units],
             prior: vec![None; units],
+            handover: vec![Vec::new(); units],
+            handover_session: String::new(),
             phase: None,
             running: HashMap::new(),
             next_item: 1,
@@ -303,13 +312,36 @@ impl Scheduler {
 
     /// The units changed (the algorithm reconfigured its kernel between phases): nobody
     /// owns a unit now, so whoever runs one next rebuilds it from the master's base; every
-    /// worker is sent `job`, the new description.
-    pub fn reconfigure(&mut self, units: usize, job: proto::MasterMessage) -> Outbox {
+    /// worker is sent `job`, the new description. `merges` names, per new unit, the old
+    /// units it merges (`None`: none): when every one of them has an owner, the unit's
+    /// first item tells where they are, so the merging worker fetches them from their
+    /// holders (who keep them under `old_session`) instead of reading storage.
+    pub fn reconfigure(
+        &mut self,
+        units: usize,
+        job: proto::MasterMessage,
+        merges: Vec<Option<std::ops::Range<usize>>>,
+        old_session: String,
+    ) -> Outbox {
         debug_assert!(self.phase.is_none(), "reconfigured during a phase");
+        let old_owner = std::mem::replace(&mut self.owner, vec![None; units]);
+        self.handover = (0..units)
+            .map(|unit| {
+                let range = merges.get(unit).cloned().flatten().unwrap_or_default();
+                let held: Option<Vec<(u32, WorkerKey)>> =
+                    range.clone().map(|old| Some((old as u32, old_owner.get(old).copied().flatten()?))).collect();
+                held.filter(|h| !h.is_empty()).unwrap_or_default()
+            })
+            .collect();
+        self.handover_session = old_session;
         self.units = units;
-        self.owner = vec![None; units];
         self.prior = vec![None; units];
         self.workers.keys().map(|&k| (k, job.clone())).collect()
+    }
+
+    /// Whether a unit still wants a part `worker` holds.
+    fn holds_wanted_part(&self, worker: WorkerKey) -> bool {
+        self.handover.iter().flatten().any(|&(_, k)| k == worker)
     }
 
     /// The algorithm wants at most `desired` workers, as its decision number `decision` (0:
@@ -609,6 +641,12 @@ impl Scheduler {
     /// `worker` owns no unit any more and is no unit's previous owner: its units' pending
     /// items wait for anyone, and their next owners rebuild their state instead of fetching it.
     fn disown(&mut self, worker: WorkerKey) {
+        // Its parts are gone with it: the units that wanted one read storage instead.
+        for parts in &mut self.handover {
+            if parts.iter().any(|&(_, k)| k == worker) {
+                parts.clear();
+            }
+        }
         for unit in 0..self.units {
             if self.owner[unit] == Some(worker) {
                 self.move_pending(unit as u32, None);
@@ -689,6 +727,10 @@ impl Scheduler {
                 // the winner).
                 self.owner[unit as usize] = Some(worker);
                 self.prior[unit as usize] = None;
+                // Built (from its parts or from storage): its old units' holders are free.
+                if let Some(parts) = self.handover.get_mut(unit as usize) {
+                    parts.clear();
+                }
                 phase.payloads[unit as usize] = payload;
                 match phase.collect {
                     Collect::Nothing => {}
@@ -768,6 +810,7 @@ impl Scheduler {
                     && w.running == 0
                     && !self.owner.contains(&Some(k))
                     && !self.prior.contains(&Some(k))
+                    && !self.holds_wanted_part(k)
                     && !self.phase.as_ref().is_some_and(|p| {
                         matches!(p.collect, Collect::Aggregated(_) | Collect::Tree(_))
                             && (p.computed.values().any(|&h| h == k) || p.tree_started)
@@ -826,10 +869,26 @@ impl Scheduler {
         let item = self.next_item;
         self.next_item += 1;
         let kind = match task {
-            Task::Unit(unit) => work_item::Kind::Unit(proto::UnitItem {
-                unit,
-                prior_owner: prior.and_then(|p| self.workers.get(&p)).map(|w| w.address.clone()).unwrap_or_default(),
-            }),
+            Task::Unit(unit) => {
+                // Where the unit's parts are, if every holder is still here.
+                let parts: Option<Vec<proto::PartSource>> = self.handover[unit as usize]
+                    .iter()
+                    .map(|&(old, k)| {
+                        let address = self.workers.get(&k)?.address.clone();
+                        Some(proto::PartSource { unit: old, address })
+                    })
+                    .collect();
+                let parts = parts.unwrap_or_default();
+                work_item::Kind::Unit(proto::UnitItem {
+                    unit,
+                    prior_owner: prior
+                        .and_then(|p| self.workers.get(&p))
+                        .map(|w| w.address.clone())
+                        .unwrap_or_default(),
+                    parts_session: if parts.is_empty() { String::new() } else { self.handover_session.clone() },
+                    parts,
+                })
+            }
             // Tree items are sent by start_tree, never picked here.
             Task::Node(_) => unreachable!("tree items are sent by start_tree"),
             Task::Range(range) => {

@@ -338,7 +338,7 @@ fn a_reconfigured_job_reaches_every_worker_and_surplus_workers_are_released() {
     run_all(&mut s, sent);
     assert!(s.owner.iter().all(Option::is_some));
     let job = message(master_message::Body::Job(proto::JobInfo::default()));
-    let sent = s.reconfigure(2, job);
+    let sent = s.reconfigure(2, job, vec![None, None], String::new());
     assert_eq!(kinds(&sent), keys.iter().map(|&k| (k, "job")).collect::<Vec<_>>());
     assert_eq!((s.owner.len(), s.prior.len()), (2, 2));
     assert!(s.owner.iter().chain(&s.prior).all(Option::is_none), "merged units are rebuilt from the master");
@@ -370,6 +370,64 @@ fn a_reconfigured_job_reaches_every_worker_and_surplus_workers_are_released() {
             .count(),
         0
     );
+}
+
+/// A scale-in that merges units: each merged unit's first item says where its old units
+/// are (in merge order, with the old session), the surplus workers that hold some are
+/// drained but released only once the units that want their parts ran, and a holder lost
+/// before that takes its parts with it (the unit reads storage).
+#[test]
+fn merged_units_fetch_their_parts_from_the_old_owners_who_stay_until_then() {
+    let mut s = Scheduler::new(8);
+    let keys: Vec<WorkerKey> =
+        ["a", "b", "c", "d"].iter().map(|n| s.join(n.to_string(), format!("http://{n}"), 1).0).collect();
+    let (_, sent) = start(&mut s, Collect::Sums(1));
+    run_all(&mut s, sent);
+    let old_owner: Vec<WorkerKey> = s.owner.iter().map(|o| o.unwrap()).collect();
+    let job = message(master_message::Body::Job(proto::JobInfo::default()));
+    s.reconfigure(2, job, vec![Some(0..4), Some(4..8)], "old".into());
+    let sent = s.set_desired(Some(2), 1);
+    // c and d are drained, not released: the merged units want the parts they hold.
+    let drained: Vec<_> = kinds(&sent).into_iter().filter(|(_, kind)| *kind != "assignment").collect();
+    assert_eq!(drained, [(keys[2], "drain"), (keys[3], "drain")]);
+    let (_, sent) = start(&mut s, Collect::Sums(1));
+    assert_eq!(sent.len(), 2);
+    let address = |k: WorkerKey| s.workers[&k].address.clone();
+    for (_, _, kind) in &sent {
+        let work_item::Kind::Unit(item) = kind else { panic!("{kind:?}") };
+        let olds = item.unit * 4..item.unit * 4 + 4;
+        let want: Vec<proto::PartSource> =
+            olds.map(|u| proto::PartSource { unit: u, address: address(old_owner[u as usize]) }).collect();
+        assert_eq!((item.parts.clone(), item.parts_session.as_str()), (want, "old"), "unit {}", item.unit);
+    }
+    // Once the first merged unit ran, the drained workers that hold no part of the other
+    // one go; the rest once that one ran too.
+    let releases = |outbox: &Outbox| {
+        let mut released: Vec<WorkerKey> =
+            kinds(outbox).into_iter().filter(|(_, kind)| *kind == "release").map(|(k, _)| k).collect();
+        released.sort();
+        released
+    };
+    let (w, id, kind) = sent[0].clone();
+    let other = 1 - unit_of(&kind) as usize;
+    let wanted: Vec<WorkerKey> = (other * 4..other * 4 + 4).map(|u| old_owner[u]).collect();
+    let first: Vec<WorkerKey> = keys[2..].iter().copied().filter(|k| !wanted.contains(k)).collect();
+    assert_eq!(releases(&s.complete(w, vec![done(id, 1)])), first);
+    let (w, id, _) = sent[1].clone();
+    let mut all = first.clone();
+    all.extend(releases(&s.complete(w, vec![done(id, 1)])));
+    all.sort();
+    assert_eq!(all, keys[2..], "both units built: every drained holder goes");
+
+    // Another scale-in (2 -> 1) whose holder b is lost before the merged unit runs.
+    let job = message(master_message::Body::Job(proto::JobInfo::default()));
+    s.reconfigure(1, job, vec![Some(0..2)], "older".into());
+    assert_eq!(s.handover[0].len(), 2);
+    let lost = s.handover[0].iter().map(|&(_, k)| k).find(|&k| k == keys[1]).expect("b held a part");
+    s.lose(lost);
+    let (_, sent) = start(&mut s, Collect::Sums(1));
+    let work_item::Kind::Unit(item) = &sent[0].2 else { panic!() };
+    assert!(item.parts.is_empty() && item.parts_session.is_empty(), "{item:?}");
 }
 
 /// A scheduler copying items that run 4x the median and at least 100 ms, on a clock the

@@ -23,6 +23,11 @@ pub trait DynKernel: Send + Sync {
     fn restore(&self, unit: usize, base: &[u8], grid: &UnitGrid) -> Result<AnyState>;
     fn base_key(&self, unit: usize) -> usize;
     fn encode_state(&self, state: &AnyState) -> Vec<u8>;
+    /// What a merge elsewhere needs of an old unit's state ([`Kernel::encode_part`]).
+    fn encode_part(&self, state: &AnyState) -> Option<Vec<u8>>;
+    fn decode_part(&self, bytes: &[u8]) -> Result<AnyState>;
+    /// A merged unit from its base (encoded) and its old units' states, in order.
+    fn merge(&self, unit: usize, base: &[u8], parts: Vec<AnyState>, grid: &UnitGrid) -> Result<AnyState>;
     fn decode_state(&self, unit: usize, bytes: &[u8], grid: &UnitGrid) -> Result<AnyState>;
 }
 
@@ -81,5 +86,19 @@ impl<K: Kernel> DynKernel for Erased<K> {
 
     fn decode_state(&self, unit: usize, bytes: &[u8], grid: &UnitGrid) -> Result<AnyState> {
         Ok(Box::new(self.0.decode_state(unit, bytes, grid)?))
+    }
+
+    fn encode_part(&self, state: &AnyState) -> Option<Vec<u8>> {
+        self.state(state).ok().and_then(|s| self.0.encode_part(s))
+    }
+
+    fn decode_part(&self, bytes: &[u8]) -> Result<AnyState> {
+        Ok(Box::new(self.0.decode_part(bytes)?))
+    }
+
+    fn merge(&self, unit: usize, base: &[u8], parts: Vec<AnyState>, grid: &UnitGrid) -> Result<AnyState> {
+        let base: K::UnitBase = decode(base, "unit base")?;
+        let parts = parts.into_iter().map(|p| p.downcast::<K::UnitState>().map(|p| *p).map_err(|_| mismatch()));
+        Ok(Box::new(self.0.merge(unit, &base, parts.collect::<Result<_>>()?, grid)?))
     }
 }

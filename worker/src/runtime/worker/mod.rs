@@ -14,6 +14,7 @@ mod aggregate;
 mod allreduce;
 mod cells;
 pub mod grid;
+pub mod handover;
 mod kernels;
 mod peer;
 mod session;
@@ -70,6 +71,12 @@ pub struct Traffic {
     pub cells_from_peers: AtomicU64,
     pub cells_served: AtomicU64,
     pub items: AtomicU64,
+    /// Merged units (a scale-in's) built from their old units' parts, and those rebuilt
+    /// from storage instead (a part did not come in time or failed a check).
+    pub merges: AtomicU64,
+    pub merge_fallbacks: AtomicU64,
+    pub part_bytes_fetched: AtomicU64,
+    pub part_bytes_served: AtomicU64,
 }
 
 /// How long a worker waits for a peer's copy of a cell before also reading storage.
@@ -105,6 +112,8 @@ pub struct WorkerCore {
     job_kernel: Mutex<(String, Vec<u8>)>,
     session: Mutex<String>,
     units: Mutex<HashMap<u32, SharedUnit>>,
+    /// The units of the previous configuration, kept for the workers that merge them.
+    retired: Mutex<handover::Retired>,
     partials: Mutex<HashMap<u64, Partial>>,
     /// Chunks of the tree allreduces this worker takes part in.
     boards: Arc<crate::runtime::allreduce::board::Boards>,
@@ -176,8 +185,16 @@ impl WorkerCore {
         let mut grid = self.grid.lock().expect("grid lock");
         let mut job_kernel = self.job_kernel.lock().expect("kernel lock");
         let same_kernel = job_kernel.0 == job.algorithm && job_kernel.1 == job.kernel;
-        if !same_kernel || grid.as_ref().is_none_or(|g| g.location != job.data || g.loss != loss) {
+        let same_grid = grid.as_ref().is_some_and(|g| g.location == job.data && g.loss == loss);
+        if !same_kernel || !same_grid {
             let kernel = kernels::kernel_for(&job.algorithm, &job.kernel)?;
+            // The algorithm reconfigured (a scale-in): the old units may be parts of the new
+            // ones, which other workers fetch from here.
+            let units = std::mem::take(&mut *self.units.lock().expect("units lock"));
+            let reconfigured = same_grid && job_kernel.0 == job.algorithm;
+            let old_session = self.session.lock().expect("session lock").clone();
+            let old_kernel = self.kernel.lock().expect("kernel lock").clone();
+            self.retire(if reconfigured { old_session } else { String::new() }, old_kernel, units);
             // Storage clients block on their own runtime; that must happen off this one.
             tokio::task::block_in_place(|| -> Result<()> {
                 *grid = Some(Arc::new(Grid::open(&job.data, loss, self.options.cache_bytes)?));
@@ -185,7 +202,6 @@ impl WorkerCore {
             })?;
             *self.kernel.lock().expect("kernel lock") = Some(kernel);
             *job_kernel = (job.algorithm.clone(), job.kernel.clone());
-            self.units.lock().expect("units lock").clear();
         }
         *self.session.lock().expect("session lock") = job.session.clone();
         self.partials.lock().expect("partials lock").clear();
@@ -206,6 +222,7 @@ impl WorkerCore {
     fn add_phase(&self, phase: proto::Phase) -> Result<()> {
         let reduction = validate::reduction(&phase)?;
         let body = self.kernel().decode_phase(&phase.body)?;
+        self.expire_retired(phase.version);
         let data = PhaseData { version: phase.version, reduction, mutates: phase.mutates, body };
         let mut phases = self.phases.lock().expect("phases lock");
         // Phases run one at a time; older ones are done.
@@ -261,7 +278,7 @@ impl WorkerCore {
         phase: &PhaseData,
         item: &proto::UnitItem,
     ) -> Result<(Vec<u8>, Vec<u8>), ItemError> {
-        let slot = self.unit_state(item.unit, phase.version, &item.prior_owner)?;
+        let slot = self.unit_state(item, phase.version)?;
         let mut guard = slot.lock().expect("unit lock");
         let unit = guard.as_mut().expect("unit_state filled it");
         let output =
@@ -294,8 +311,10 @@ impl WorkerCore {
         Ok((sums, output.payload))
     }
 
-    /// The unit's state at `version`: kept, fetched from its previous owner, or rebuilt.
-    fn unit_state(self: &Arc<Self>, unit: u32, version: u64, prior: &str) -> Result<SharedUnit> {
+    /// The unit's state at `version`: kept, fetched from its previous owner, merged from
+    /// its old units' parts, or rebuilt.
+    fn unit_state(self: &Arc<Self>, item: &proto::UnitItem, version: u64) -> Result<SharedUnit> {
+        let (unit, prior) = (item.unit, item.prior_owner.as_str());
         let slot = self.units.lock().expect("units lock").entry(unit).or_default().clone();
         let mut state = slot.lock().expect("unit lock");
         if state.as_ref().is_some_and(|s| s.version == version) {
@@ -312,6 +331,20 @@ impl WorkerCore {
             .and_then(|r| r.inspect_err(|e| tracing::warn!(unit, %e, "fetching unit state failed; rebuilding")).ok());
         let state_now = match fetched {
             Some(s) => s,
+            None if !item.parts.is_empty() && version > 0 => {
+                let base = self.base(unit as usize, version)?;
+                match self.merged(unit, &base, &item.parts, &item.parts_session) {
+                    Ok(merged) => {
+                        self.traffic.merges.fetch_add(1, Ordering::Relaxed);
+                        merged
+                    }
+                    Err(e) => {
+                        tracing::warn!(unit, %e, "merging from the old units' holders failed; reading storage");
+                        self.traffic.merge_fallbacks.fetch_add(1, Ordering::Relaxed);
+                        self.kernel().restore(unit as usize, &base, &self.unit_grid(unit as usize))?
+                    }
+                }
+            }
             None => self.rebuild(unit as usize, version)?,
         };
         *state = Some(UnitSlot { version, state: state_now });
@@ -338,6 +371,12 @@ impl WorkerCore {
         if version == 0 {
             return kernel.fresh(unit, &grid);
         }
+        kernel.restore(unit, &self.base(unit, version)?, &grid)
+    }
+
+    /// The master's base for `unit` at `version`, fetched once per base key.
+    fn base(self: &Arc<Self>, unit: usize, version: u64) -> Result<Arc<Vec<u8>>> {
+        let kernel = self.kernel();
         let key = kernel.base_key(unit);
         let cached = self.bases.lock().expect("bases lock").get(&key).filter(|b| b.0 == version).map(|b| b.1.clone());
         let base = match cached {
@@ -360,7 +399,7 @@ impl WorkerCore {
                 base
             }
         };
-        kernel.restore(unit, &base, &grid)
+        Ok(base)
     }
 }
 
@@ -396,6 +435,7 @@ pub fn run(options: WorkerOptions) -> Result<()> {
         kernel: Mutex::new(None),
         job_kernel: Mutex::new((String::new(), Vec::new())),
         units: Mutex::new(HashMap::new()),
+        retired: Mutex::default(),
         partials: Mutex::new(HashMap::new()),
         boards: Arc::default(),
         phases: Mutex::new(HashMap::new()),
@@ -412,13 +452,18 @@ pub fn run(options: WorkerOptions) -> Result<()> {
     let (t, cells) = (&core.traffic, &core.grid.lock().expect("grid lock").clone());
     let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
     tracing::info!(
-        "worker {} done: {} items; cells: {} cached, {} from storage, {} from peers, {} served to peers",
+        "worker {} done: {} items; cells: {} cached, {} from storage, {} from peers, {} served to peers; \
+         merged units: {} from parts ({} bytes fetched), {} from storage; {} part bytes served",
         core.id,
         load(&t.items),
         cells.as_ref().map_or(0, |g| load(&g.cells.hits)),
         load(&t.cells_from_storage),
         load(&t.cells_from_peers),
         load(&t.cells_served),
+        load(&t.merges),
+        load(&t.part_bytes_fetched),
+        load(&t.merge_fallbacks),
+        load(&t.part_bytes_served),
     );
     outcome
 }

@@ -28,6 +28,12 @@ impl PeerBackend for WorkerCore {
         guard.as_ref().filter(|u| u.version == version).map(|u| kernel.encode_state(&u.state))
     }
 
+    fn part(&self, session: &str, unit: u32) -> Option<proto::UnitPart> {
+        let part = self.part_bytes(session, unit)?;
+        self.traffic.part_bytes_served.fetch_add(part.len() as u64, Ordering::Relaxed);
+        Some(super::handover::sealed(part))
+    }
+
     fn chunk(&self, r: proto::FetchChunkRequest) -> ChunkFuture {
         let board = self.boards.board(r.phase, r.generation);
         let pass = if r.down { Pass::Down } else { Pass::Up };
