@@ -1,0 +1,215 @@
+//! A text input cut into byte ranges that end at line boundaries, so that each range can be
+//! parsed on its own thread (`linea prepare --threads`).
+//!
+//! A libsvm or VW example is one line, so any line boundary is an example boundary. A
+//! delimited (Criteo, CSV) record is one line too unless a quoted field holds a line break,
+//! and the csv reader also ends lines at a lone `\r` and drops a byte-order mark at the
+//! start of its input. A range of such a file is cut off only while none of that can
+//! matter: from the first range holding a `"`, a lone `\r`, or starting with a byte-order
+//! mark, the rest of the file is one [`Range::Rest`], read by one reader in order.
+
+use super::delimited::{DelimitedReader, Layout};
+use super::libsvm::LibsvmReader;
+use super::vw::VwReader;
+use super::{ExampleReader, FeatureSpec, Format, Lines};
+use crate::error::{LineaError, Result};
+use std::io::{Read, Seek};
+use std::sync::Arc;
+
+/// Bytes per range: large enough that the per-range work (a reader, a local dictionary per
+/// variable) is small against the parsing, small enough that a few ranges per thread in
+/// flight stay a few tens of MB.
+pub const RANGE_BYTES: usize = 8 << 20;
+
+/// A part of the input, in file order.
+pub enum Range {
+    /// Whole lines (the last range may lack the final line break).
+    Text {
+        bytes: Vec<u8>,
+        /// The range starts the file (where a CSV header is).
+        first: bool,
+    },
+    /// Everything from `offset` (a line start) on, to be read in order by one reader.
+    Rest { offset: u64, first: bool },
+}
+
+/// Cuts a file into [`Range`]s.
+pub struct Ranges {
+    path: String,
+    file: std::fs::File,
+    /// Bytes read past the end of the last range (a line begun).
+    carry: Vec<u8>,
+    /// File offset of the next range's first byte.
+    offset: u64,
+    at_end: bool,
+    /// Delimited text: ranges are checked for what would make a line boundary not a record's.
+    delimited: bool,
+    bytes_per_range: usize,
+}
+
+impl Ranges {
+    pub fn open(path: &str, format: Format, bytes_per_range: usize) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(LineaError::io(path))?;
+        Ok(Self {
+            path: path.to_string(),
+            file,
+            carry: Vec::new(),
+            offset: 0,
+            at_end: false,
+            delimited: matches!(format, Format::Criteo | Format::Csv),
+            bytes_per_range: bytes_per_range.max(1),
+        })
+    }
+
+    /// The next range, or `None` after the last.
+    pub fn next_range(&mut self) -> Result<Option<Range>> {
+        if self.at_end {
+            return Ok(None);
+        }
+        let mut bytes = std::mem::take(&mut self.carry);
+        let mut end = None;
+        let mut searched = 0;
+        while end.is_none() {
+            let read = (&mut self.file)
+                .take(self.bytes_per_range as u64)
+                .read_to_end(&mut bytes)
+                .map_err(LineaError::io(&self.path))?;
+            if read == 0 {
+                self.at_end = true;
+                break;
+            }
+            // The last line break of what was read ends the range; a line longer than a
+            // range makes it longer.
+            end = bytes[searched..].iter().rposition(|&b| b == b'\n').map(|p| searched + p + 1);
+            searched = bytes.len();
+        }
+        if let Some(end) = end {
+            self.carry = bytes.split_off(end);
+        }
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let first = self.offset == 0;
+        if self.delimited && !plain_records(&bytes, first) {
+            self.at_end = true;
+            self.carry = Vec::new();
+            return Ok(Some(Range::Rest { offset: self.offset, first }));
+        }
+        self.offset += bytes.len() as u64;
+        Ok(Some(Range::Text { bytes, first }))
+    }
+}
+
+/// Whether every line of `bytes` is one delimited record, read the same alone as in the file.
+fn plain_records(bytes: &[u8], first: bool) -> bool {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    if bytes.contains(&b'"') || (!first && bytes.starts_with(BOM)) {
+        return false;
+    }
+    !bytes.contains(&b'\r') || bytes.iter().enumerate().all(|(i, &b)| b != b'\r' || bytes.get(i + 1) == Some(&b'\n'))
+}
+
+/// Line breaks in `bytes`: how far the line numbers of the next range start from this one's.
+pub fn line_breaks(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Makes readers of ranges of one file: what is decided once per file (a CSV's delimiter,
+/// header and column types) is decided here.
+pub enum RangeParser {
+    Libsvm { file: String },
+    Vw { file: String },
+    Delimited(Arc<Layout>),
+}
+
+impl RangeParser {
+    /// `None` for a format that is not read by lines (Parquet).
+    pub fn new(path: &str, spec: &FeatureSpec) -> Result<Option<Self>> {
+        Ok(Some(match spec.format {
+            Format::Libsvm => RangeParser::Libsvm { file: path.to_string() },
+            Format::Vw => RangeParser::Vw { file: path.to_string() },
+            Format::Criteo => RangeParser::Delimited(Layout::criteo(path, spec).into()),
+            Format::Csv => RangeParser::Delimited(Layout::csv(path, spec)?.into()),
+            Format::Parquet => return Ok(None),
+        }))
+    }
+
+    /// A reader of the range `bytes`; its line numbers count from 1 at the range's start.
+    pub fn reader(&self, bytes: Vec<u8>, first: bool) -> Box<dyn ExampleReader> {
+        self.over(Box::new(std::io::Cursor::new(bytes)), first)
+    }
+
+    /// A reader of the file from `offset` (a line start) to its end, lines counted from 1 there.
+    pub fn rest(&self, path: &str, offset: u64, first: bool) -> Result<Box<dyn ExampleReader>> {
+        let mut file = std::fs::File::open(path).map_err(LineaError::io(path))?;
+        file.seek(std::io::SeekFrom::Start(offset)).map_err(LineaError::io(path))?;
+        Ok(self.over(Box::new(std::io::BufReader::with_capacity(1 << 20, file)), first))
+    }
+
+    fn over(&self, source: Box<dyn std::io::BufRead + Send>, first: bool) -> Box<dyn ExampleReader> {
+        match self {
+            RangeParser::Libsvm { file } => Box::new(LibsvmReader::new(Lines::over(file, source))),
+            RangeParser::Vw { file } => Box::new(VwReader::new(Lines::over(file, source))),
+            RangeParser::Delimited(layout) => Box::new(DelimitedReader::new(layout.clone(), source, first)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(text: &[u8], format: Format, bytes_per_range: usize) -> Vec<(Vec<u8>, bool, Option<u64>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input");
+        std::fs::write(&path, text).unwrap();
+        let mut ranges = Ranges::open(path.to_str().unwrap(), format, bytes_per_range).unwrap();
+        let mut out = Vec::new();
+        while let Some(range) = ranges.next_range().unwrap() {
+            match range {
+                Range::Text { bytes, first } => out.push((bytes, first, None)),
+                Range::Rest { offset, first } => out.push((Vec::new(), first, Some(offset))),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn ranges_end_at_line_breaks_and_cover_the_file() {
+        let text = b"1 1:1\n0 2:1 3:1\n\n1 4:2\n0 5:1";
+        for size in 1..text.len() + 2 {
+            let ranges = cut(text, Format::Libsvm, size);
+            let joined: Vec<u8> = ranges.iter().flat_map(|r| r.0.clone()).collect();
+            assert_eq!(joined, text.to_vec(), "range size {size}");
+            for (i, (bytes, first, rest)) in ranges.iter().enumerate() {
+                assert_eq!(*first, i == 0);
+                assert!(rest.is_none());
+                if i + 1 < ranges.len() {
+                    assert_eq!(bytes.last(), Some(&b'\n'), "range size {size}: range {i} ends mid-line");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_quote_hands_the_rest_of_a_delimited_file_to_one_reader() {
+        let text = b"a,b\n1,2\n3,\"x\ny\"\n5,6\n";
+        let ranges = cut(text, Format::Csv, 4);
+        let last = ranges.last().unwrap();
+        // "a,b\n" and "1,2\n" are plain; the range holding the quote starts the rest.
+        assert_eq!(ranges.len(), 3);
+        assert_eq!(last.2, Some(8));
+        assert!(!last.1);
+        // libsvm has no quoting: the same bytes are cut at every line.
+        assert!(cut(text, Format::Libsvm, 4).iter().all(|r| r.2.is_none()));
+    }
+
+    #[test]
+    fn a_lone_carriage_return_or_an_inner_byte_order_mark_is_not_plain() {
+        assert!(plain_records(b"1,2\r\n3,4\r\n", false));
+        assert!(!plain_records(b"1,2\r3,4\n", false));
+        assert!(!plain_records(b"1,2\r", false));
+        assert!(plain_records(b"\xEF\xBB\xBF1,2\n", true));
+        assert!(!plain_records(b"\xEF\xBB\xBF1,2\n", false));
+    }
+}
