@@ -18,6 +18,7 @@ use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
 use linea_engine::grid::Cell;
 use linea_engine::partition;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 pub const BIAS: &str = "(bias)";
 
@@ -54,15 +55,15 @@ struct Variable {
 }
 
 impl Variable {
-    /// The feature `key` names, numbered next if it is new.
-    fn number(&mut self, key: &str) -> u32 {
-        // Look up before inserting: most keys are known, and an owned key costs an allocation.
-        match self.keys.get(key) {
-            Some(&id) => id,
-            None => {
+    /// The feature `key` names, numbered next if it is new. The batch's own copy of the
+    /// key becomes the map's: one hash, and no allocation but the dictionary's.
+    fn number(&mut self, key: Box<str>) -> u32 {
+        match self.keys.entry(key) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(new) => {
                 let id = self.dictionary.len() as u32;
-                self.keys.insert(key.into(), id);
-                self.dictionary.push(DictionaryEntry { key: key.to_string(), nnz: 0, max_abs: 0.0 });
+                self.dictionary.push(DictionaryEntry { key: new.key().to_string(), nnz: 0, max_abs: 0.0 });
+                new.insert(id);
                 id
             }
         }
@@ -213,7 +214,7 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    fn take(&mut self, batch: Batch) -> Result<()> {
+    fn take(&mut self, mut batch: Batch) -> Result<()> {
         let options = self.options;
         let file = &options.input;
         // The batch's variables and keys in file numbering, new ones numbered in the order
@@ -238,13 +239,13 @@ impl Reading<'_> {
             global.push(g);
         }
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(batch.variables.len());
-        for (v, variable) in batch.variables.iter().enumerate() {
+        for (v, variable) in batch.variables.iter_mut().enumerate() {
             if !variable.keys.is_empty() {
                 self.make_variables(global[v]);
             }
             let target = self.variables.get_mut(global[v] as usize);
             ids.push(match target {
-                Some(target) => variable.keys.iter().map(|k| target.number(k)).collect(),
+                Some(target) => std::mem::take(&mut variable.keys).into_iter().map(|k| target.number(k)).collect(),
                 None => Vec::new(),
             });
         }
@@ -257,7 +258,7 @@ impl Reading<'_> {
                 // Readers refuse non-finite numbers; a product of finite parts (a VW namespace
                 // scale times a value) can still overflow, and nothing non-finite reaches a cell.
                 if !value.is_finite() {
-                    let key = &batch.variables[v as usize].keys[key as usize];
+                    let key = &self.variables[g].dictionary[ids[v as usize][key as usize] as usize].key;
                     let name = &self.known[g].0;
                     return Err(LineaError::input(
                         file,

@@ -118,8 +118,7 @@ impl BatchBuilder {
 }
 
 /// Parses one range of a text file (its lines counted from 1 at its start).
-pub fn parse_range(parser: &RangeParser, bytes: Vec<u8>, first: bool) -> Batch {
-    let line_count = super::ranges::line_breaks(&bytes);
+pub fn parse_range(parser: &RangeParser, bytes: Vec<u8>, first: bool, line_count: u64) -> Batch {
     let mut reader = parser.reader(bytes, first);
     let mut builder = BatchBuilder::new(0);
     let mut example = RawExample::default();
@@ -152,7 +151,9 @@ pub fn read_batches(
         loop {
             match ranges.next_range()? {
                 None => break None,
-                Some(Range::Text { bytes, first }) => take(parse_range(&parser, bytes, first))?,
+                Some(Range::Text { bytes, first, line_breaks }) => {
+                    take(parse_range(&parser, bytes, first, line_breaks))?
+                }
                 Some(Range::Rest { offset, first }) => break Some((offset, first)),
             }
         }
@@ -194,7 +195,7 @@ fn in_parallel(
     take: &mut dyn FnMut(Batch) -> Result<()>,
 ) -> Result<Option<(u64, bool)>> {
     type Parsed = std::thread::Result<Batch>;
-    let (work, jobs) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>, bool)>(threads);
+    let (work, jobs) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>, bool, u64)>(threads);
     let jobs = std::sync::Mutex::new(jobs);
     std::thread::scope(|scope| {
         // Dropped when this closure ends, however it ends: the parser threads then stop.
@@ -205,11 +206,12 @@ fn in_parallel(
             scope.spawn(move || {
                 loop {
                     // The lock is held only while waiting for a job: the guard goes with `map`.
-                    let Ok(Ok((i, bytes, first))) = jobs.lock().map(|jobs| jobs.recv()) else { break };
+                    let Ok(Ok((i, bytes, first, line_breaks))) = jobs.lock().map(|jobs| jobs.recv()) else { break };
                     // A panic is handed over and resumed on the taking thread: a lost range
                     // would leave it waiting for it.
-                    let parsed =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_range(parser, bytes, first)));
+                    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        parse_range(parser, bytes, first, line_breaks)
+                    }));
                     if done.send((i, parsed)).is_err() {
                         break;
                     }
@@ -222,8 +224,9 @@ fn in_parallel(
         loop {
             while !exhausted && sent - next < 2 * threads {
                 match ranges.next_range()? {
-                    Some(Range::Text { bytes, first }) => {
-                        work.send((sent, bytes, first)).expect("parser threads live as long as the work queue");
+                    Some(Range::Text { bytes, first, line_breaks }) => {
+                        work.send((sent, bytes, first, line_breaks))
+                            .expect("parser threads live as long as the work queue");
                         sent += 1;
                     }
                     Some(Range::Rest { offset, first }) => (rest, exhausted) = (Some((offset, first)), true),

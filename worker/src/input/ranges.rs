@@ -28,6 +28,8 @@ pub enum Range {
         bytes: Vec<u8>,
         /// The range starts the file (where a CSV header is).
         first: bool,
+        /// Line breaks in `bytes`: how far the next range's line numbers start from this one's.
+        line_breaks: u64,
     },
     /// Everything from `offset` (a line start) on, to be read in order by one reader.
     Rest { offset: u64, first: bool },
@@ -90,28 +92,52 @@ impl Ranges {
             return Ok(None);
         }
         let first = self.offset == 0;
-        if self.delimited && !plain_records(&bytes, first) {
+        let scan = Scan::of(&bytes);
+        if self.delimited && !plain_records(&bytes, &scan, first) {
             self.at_end = true;
             self.carry = Vec::new();
             return Ok(Some(Range::Rest { offset: self.offset, first }));
         }
         self.offset += bytes.len() as u64;
-        Ok(Some(Range::Text { bytes, first }))
+        Ok(Some(Range::Text { bytes, first, line_breaks: scan.line_breaks }))
+    }
+}
+
+/// What one pass over a range finds: its line breaks, and whether it holds a quote or a
+/// carriage return. Counted in blocks of 255 bytes with byte counters, which the compiler
+/// turns into vector code (a plain `filter().count()` took 4 instructions per byte).
+#[derive(Debug, PartialEq)]
+struct Scan {
+    line_breaks: u64,
+    quotes: bool,
+    returns: bool,
+}
+
+impl Scan {
+    fn of(bytes: &[u8]) -> Scan {
+        let (mut line_breaks, mut quotes, mut returns) = (0u64, 0u8, 0u8);
+        for block in bytes.chunks(255) {
+            let (mut n, mut q, mut r) = (0u8, 0u8, 0u8);
+            for &b in block {
+                n += (b == b'\n') as u8;
+                q |= (b == b'"') as u8;
+                r |= (b == b'\r') as u8;
+            }
+            line_breaks += n as u64;
+            quotes |= q;
+            returns |= r;
+        }
+        Scan { line_breaks, quotes: quotes != 0, returns: returns != 0 }
     }
 }
 
 /// Whether every line of `bytes` is one delimited record, read the same alone as in the file.
-fn plain_records(bytes: &[u8], first: bool) -> bool {
+fn plain_records(bytes: &[u8], scan: &Scan, first: bool) -> bool {
     const BOM: &[u8] = b"\xEF\xBB\xBF";
-    if bytes.contains(&b'"') || (!first && bytes.starts_with(BOM)) {
+    if scan.quotes || (!first && bytes.starts_with(BOM)) {
         return false;
     }
-    !bytes.contains(&b'\r') || bytes.iter().enumerate().all(|(i, &b)| b != b'\r' || bytes.get(i + 1) == Some(&b'\n'))
-}
-
-/// Line breaks in `bytes`: how far the line numbers of the next range start from this one's.
-pub fn line_breaks(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+    !scan.returns || bytes.iter().enumerate().all(|(i, &b)| b != b'\r' || bytes.get(i + 1) == Some(&b'\n'))
 }
 
 /// Makes readers of ranges of one file: what is decided once per file (a CSV's delimiter,
@@ -167,7 +193,10 @@ mod tests {
         let mut out = Vec::new();
         while let Some(range) = ranges.next_range().unwrap() {
             match range {
-                Range::Text { bytes, first } => out.push((bytes, first, None)),
+                Range::Text { bytes, first, line_breaks } => {
+                    assert_eq!(line_breaks, bytes.iter().filter(|&&b| b == b'\n').count() as u64);
+                    out.push((bytes, first, None))
+                }
                 Range::Rest { offset, first } => out.push((Vec::new(), first, Some(offset))),
             }
         }
@@ -206,10 +235,23 @@ mod tests {
 
     #[test]
     fn a_lone_carriage_return_or_an_inner_byte_order_mark_is_not_plain() {
-        assert!(plain_records(b"1,2\r\n3,4\r\n", false));
-        assert!(!plain_records(b"1,2\r3,4\n", false));
-        assert!(!plain_records(b"1,2\r", false));
-        assert!(plain_records(b"\xEF\xBB\xBF1,2\n", true));
-        assert!(!plain_records(b"\xEF\xBB\xBF1,2\n", false));
+        let plain = |bytes: &[u8], first| plain_records(bytes, &Scan::of(bytes), first);
+        assert!(plain(b"1,2\r\n3,4\r\n", false));
+        assert!(!plain(b"1,2\r3,4\n", false));
+        assert!(!plain(b"1,2\r", false));
+        assert!(plain(b"\xEF\xBB\xBF1,2\n", true));
+        assert!(!plain(b"\xEF\xBB\xBF1,2\n", false));
+    }
+
+    #[test]
+    fn the_scan_counts_across_blocks() {
+        let mut bytes = vec![b'a'; 1000];
+        for i in (0..1000).step_by(7) {
+            bytes[i] = b'\n';
+        }
+        assert_eq!(Scan::of(&bytes), Scan { line_breaks: 143, quotes: false, returns: false });
+        bytes[999] = b'"';
+        bytes[500] = b'\r';
+        assert_eq!(Scan::of(&bytes), Scan { line_breaks: 143, quotes: true, returns: true });
     }
 }
