@@ -154,14 +154,14 @@ pub fn read_batches(
                 Some(Range::Text { bytes, first, line_breaks }) => {
                     take(parse_range(&parser, bytes, first, line_breaks))?
                 }
-                Some(Range::Rest { offset, first }) => break Some((offset, first)),
+                Some(Range::Rest { head, first }) => break Some((head, first)),
             }
         }
     } else {
         in_parallel(&parser, &mut ranges, threads, take)?
     };
     match rest {
-        Some((offset, first)) => read_in_order(parser.rest(path, offset, first)?, take),
+        Some((head, first)) => read_in_order(parser.rest(head, ranges.remainder()?, first), take),
         None => Ok(()),
     }
 }
@@ -186,14 +186,14 @@ fn read_in_order(mut reader: Box<dyn ExampleReader>, take: &mut dyn FnMut(Batch)
     }
 }
 
-/// Ranges parsed on `threads` threads, taken in file order. Returns where the rest of the
-/// file starts if it must be read in order.
+/// Ranges parsed on `threads` threads, taken in file order. Returns the head of the rest of
+/// the file if it must be read in order.
 fn in_parallel(
     parser: &RangeParser,
     ranges: &mut Ranges,
     threads: usize,
     take: &mut dyn FnMut(Batch) -> Result<()>,
-) -> Result<Option<(u64, bool)>> {
+) -> Result<Option<(Vec<u8>, bool)>> {
     type Parsed = std::thread::Result<Batch>;
     let (work, jobs) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>, bool, u64)>(threads);
     let jobs = std::sync::Mutex::new(jobs);
@@ -229,7 +229,7 @@ fn in_parallel(
                             .expect("parser threads live as long as the work queue");
                         sent += 1;
                     }
-                    Some(Range::Rest { offset, first }) => (rest, exhausted) = (Some((offset, first)), true),
+                    Some(Range::Rest { head, first }) => (rest, exhausted) = (Some((head, first)), true),
                     None => exhausted = true,
                 }
             }

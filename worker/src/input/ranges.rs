@@ -13,7 +13,7 @@ use super::libsvm::LibsvmReader;
 use super::vw::VwReader;
 use super::{ExampleReader, FeatureSpec, Format, Lines};
 use crate::error::{LineaError, Result};
-use std::io::{Read, Seek};
+use std::io::Read;
 use std::sync::Arc;
 
 /// Bytes per range: large enough that the per-range work (a reader, a local dictionary per
@@ -31,8 +31,10 @@ pub enum Range {
         /// Line breaks in `bytes`: how far the next range's line numbers start from this one's.
         line_breaks: u64,
     },
-    /// Everything from `offset` (a line start) on, to be read in order by one reader.
-    Rest { offset: u64, first: bool },
+    /// Everything from here on, to be read in order by one reader: `head` (whole lines and
+    /// the start of the next), then [`Ranges::remainder`]. Nothing is read twice, so a
+    /// pipe works too.
+    Rest { head: Vec<u8>, first: bool },
 }
 
 /// Cuts a file into [`Range`]s.
@@ -61,6 +63,11 @@ impl Ranges {
             delimited: matches!(format, Format::Criteo | Format::Csv),
             bytes_per_range: bytes_per_range.max(1),
         })
+    }
+
+    /// The file past everything handed out so far (after a [`Range::Rest`]: past its head).
+    pub fn remainder(&self) -> Result<std::fs::File> {
+        self.file.try_clone().map_err(LineaError::io(&self.path))
     }
 
     /// The next range, or `None` after the last.
@@ -95,8 +102,9 @@ impl Ranges {
         let scan = Scan::of(&bytes);
         if self.delimited && !plain_records(&bytes, &scan, first) {
             self.at_end = true;
-            self.carry = Vec::new();
-            return Ok(Some(Range::Rest { offset: self.offset, first }));
+            let mut head = bytes;
+            head.append(&mut self.carry);
+            return Ok(Some(Range::Rest { head, first }));
         }
         self.offset += bytes.len() as u64;
         Ok(Some(Range::Text { bytes, first, line_breaks: scan.line_breaks }))
@@ -165,11 +173,11 @@ impl RangeParser {
         self.over(Box::new(std::io::Cursor::new(bytes)), first)
     }
 
-    /// A reader of the file from `offset` (a line start) to its end, lines counted from 1 there.
-    pub fn rest(&self, path: &str, offset: u64, first: bool) -> Result<Box<dyn ExampleReader>> {
-        let mut file = std::fs::File::open(path).map_err(LineaError::io(path))?;
-        file.seek(std::io::SeekFrom::Start(offset)).map_err(LineaError::io(path))?;
-        Ok(self.over(Box::new(std::io::BufReader::with_capacity(1 << 20, file)), first))
+    /// A reader of the rest of the file: `head` (from a line start), then `remainder`; lines
+    /// counted from 1 at the head's start.
+    pub fn rest(&self, head: Vec<u8>, remainder: std::fs::File, first: bool) -> Box<dyn ExampleReader> {
+        let source = std::io::Cursor::new(head).chain(remainder);
+        self.over(Box::new(std::io::BufReader::with_capacity(1 << 20, source)), first)
     }
 
     fn over(&self, source: Box<dyn std::io::BufRead + Send>, first: bool) -> Box<dyn ExampleReader> {
@@ -185,7 +193,8 @@ impl RangeParser {
 mod tests {
     use super::*;
 
-    fn cut(text: &[u8], format: Format, bytes_per_range: usize) -> Vec<(Vec<u8>, bool, Option<u64>)> {
+    /// (bytes, first, whether the rest of the file starts there).
+    fn cut(text: &[u8], format: Format, bytes_per_range: usize) -> Vec<(Vec<u8>, bool, bool)> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("input");
         std::fs::write(&path, text).unwrap();
@@ -195,9 +204,12 @@ mod tests {
             match range {
                 Range::Text { bytes, first, line_breaks } => {
                     assert_eq!(line_breaks, bytes.iter().filter(|&&b| b == b'\n').count() as u64);
-                    out.push((bytes, first, None))
+                    out.push((bytes, first, false))
                 }
-                Range::Rest { offset, first } => out.push((Vec::new(), first, Some(offset))),
+                Range::Rest { mut head, first } => {
+                    ranges.remainder().unwrap().read_to_end(&mut head).unwrap();
+                    out.push((head, first, true))
+                }
             }
         }
         out
@@ -212,7 +224,7 @@ mod tests {
             assert_eq!(joined, text.to_vec(), "range size {size}");
             for (i, (bytes, first, rest)) in ranges.iter().enumerate() {
                 assert_eq!(*first, i == 0);
-                assert!(rest.is_none());
+                assert!(!rest);
                 if i + 1 < ranges.len() {
                     assert_eq!(bytes.last(), Some(&b'\n'), "range size {size}: range {i} ends mid-line");
                 }
@@ -225,12 +237,13 @@ mod tests {
         let text = b"a,b\n1,2\n3,\"x\ny\"\n5,6\n";
         let ranges = cut(text, Format::Csv, 4);
         let last = ranges.last().unwrap();
-        // "a,b\n" and "1,2\n" are plain; the range holding the quote starts the rest.
+        // "a,b\n" and "1,2\n" are plain; the range holding the quote starts the rest, which
+        // is the file's last 14 bytes, each read once.
         assert_eq!(ranges.len(), 3);
-        assert_eq!(last.2, Some(8));
-        assert!(!last.1);
+        assert!(last.2 && !last.1);
+        assert_eq!(last.0, text[8..].to_vec());
         // libsvm has no quoting: the same bytes are cut at every line.
-        assert!(cut(text, Format::Libsvm, 4).iter().all(|r| r.2.is_none()));
+        assert!(cut(text, Format::Libsvm, 4).iter().all(|r| !r.2));
     }
 
     #[test]
