@@ -24,7 +24,14 @@ fn higgs() -> InMemoryGrid {
         numeric: NumericMode::Dense,
         ignore: Vec::new(),
     };
-    let options = PrepareOptions { input, spec, rows_per_shard: 2048, reuse: false };
+    let options = PrepareOptions {
+        input,
+        spec,
+        rows_per_shard: 2048,
+        reuse: false,
+        threads: 1,
+        range_bytes: linea_worker::input::ranges::RANGE_BYTES,
+    };
     prepare(&options, storage.as_ref(), &Progress::silent()).unwrap();
     gridload::load(storage.as_ref(), Loss::Hinge).unwrap().grid
 }

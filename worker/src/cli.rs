@@ -430,6 +430,10 @@ enum Command {
         /// (same URI, size and ETag), format, options and rows per shard; else prepare.
         #[arg(long)]
         reuse: bool,
+        /// Threads parsing text input (default: all cores, at most 256); Parquet is read by
+        /// one. The grid is the same bytes whatever the count.
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Train a model on a prepared grid.
     Train {
@@ -598,7 +602,18 @@ enum Command {
 pub fn run(cli: Cli) -> Result<Option<String>> {
     let progress = Progress::new(cli.quiet);
     match cli.command {
-        Command::Prepare { input, format, output, label, positive, ignore, numeric, rows_per_shard, reuse } => {
+        Command::Prepare {
+            input,
+            format,
+            output,
+            label,
+            positive,
+            ignore,
+            numeric,
+            rows_per_shard,
+            reuse,
+            threads,
+        } => {
             let spec = FeatureSpec {
                 format,
                 label,
@@ -607,7 +622,9 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ignore,
             };
             let storage = storage::open(&output)?;
-            let options = prepare::PrepareOptions { input, spec, rows_per_shard, reuse };
+            let threads = threads.unwrap_or_else(all_cores);
+            let range_bytes = crate::input::ranges::RANGE_BYTES;
+            let options = prepare::PrepareOptions { input, spec, rows_per_shard, reuse, threads, range_bytes };
             let summary = prepare::prepare(&options, storage.as_ref(), &progress)?;
             let m = &summary.manifest;
             let impure: Vec<&str> = m.blocks.iter().filter(|b| !b.pure).map(|b| b.name.as_str()).collect();

@@ -8,14 +8,17 @@
 //! interrupted run never leaves a grid that looks complete.
 
 use crate::error::{LineaError, Result};
+use crate::input::batch::{self, Batch};
 use crate::input::source::{InputFingerprint, RawInput, RemoteObject};
-use crate::input::{self, FeatureSpec, Format, RawExample};
+use crate::input::{FeatureSpec, Format};
 use crate::manifest::{BlockEntry, DataRanges, FileRef, GRID_FORMAT, MANIFEST, Manifest, ShardEntry};
 use crate::progress::Progress;
 use crate::storage::Storage;
 use linea_engine::codec::{self, DictionaryEntry, ShardLabels};
 use linea_engine::grid::Cell;
 use linea_engine::partition;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 pub const BIAS: &str = "(bias)";
 
@@ -27,6 +30,12 @@ pub struct PrepareOptions {
     /// Keep the grid already at the output when it was prepared from this very input (see
     /// [`current_grid`]) instead of preparing it again.
     pub reuse: bool,
+    /// Threads parsing the input (text formats; Parquet is read by one). The grid does not
+    /// depend on it.
+    pub threads: usize,
+    /// Bytes per range of text parsed on its own ([`crate::input::ranges::RANGE_BYTES`]; the
+    /// tests cut small inputs into many ranges). The grid does not depend on it.
+    pub range_bytes: usize,
 }
 
 /// A variable as seen so far.
@@ -46,17 +55,21 @@ struct Variable {
 }
 
 impl Variable {
-    fn add(&mut self, key: &str, value: f64, row: u64, row_in_shard: u32) {
-        // Look up before inserting: most keys are known, and an owned key costs an allocation.
-        let id = match self.keys.get(key) {
-            Some(&id) => id,
-            None => {
+    /// The feature `key` names, numbered next if it is new. The batch's own copy of the
+    /// key becomes the map's: one hash, and no allocation but the dictionary's.
+    fn number(&mut self, key: Box<str>) -> u32 {
+        match self.keys.entry(key) {
+            Entry::Occupied(known) => *known.get(),
+            Entry::Vacant(new) => {
                 let id = self.dictionary.len() as u32;
-                self.keys.insert(key.into(), id);
-                self.dictionary.push(DictionaryEntry { key: key.to_string(), nnz: 0, max_abs: 0.0 });
+                self.dictionary.push(DictionaryEntry { key: new.key().to_string(), nnz: 0, max_abs: 0.0 });
+                new.insert(id);
                 id
             }
-        };
+        }
+    }
+
+    fn add(&mut self, id: u32, value: f64, row: u64, row_in_shard: u32) {
         let entry = &mut self.dictionary[id as usize];
         entry.nnz += 1;
         entry.max_abs = entry.max_abs.max(value.abs());
@@ -124,73 +137,32 @@ fn write_grid(
     progress: &Progress,
 ) -> Result<Manifest> {
     storage.remove(MANIFEST)?;
-    let mut reader = input::open(&input.path, &options.spec)?;
-    let mut variables: Vec<Variable> = Vec::new();
-    let mut shards: Vec<ShardEntry> = Vec::new();
-    let mut labels = ShardLabels::default();
-    let mut example = RawExample::default();
-    let mut rows = 0u64;
-    let mut ranges =
-        DataRanges { label_min: f64::INFINITY, label_max: f64::NEG_INFINITY, value_max_abs: 1.0, row_nnz_max: 1 };
-    let bar = progress.counter("reading", "examples");
-    while reader.read(&mut example)? {
-        let row_in_shard = labels.labels.len() as u32;
-        let mut row_nnz = 1; // the bias
-        for (v, key, value) in example.features() {
-            // Readers refuse non-finite numbers; a product of finite parts (a VW namespace
-            // scale times a value) can still overflow, and nothing non-finite reaches a cell.
-            if !value.is_finite() {
-                let name = reader.variable_name(v);
-                return Err(LineaError::input(
-                    &options.input,
-                    example.line,
-                    format!("value of feature {key:?} of {name:?} is {value} (only finite values can be trained on)"),
-                ));
-            }
-            ranges.value_max_abs = ranges.value_max_abs.max(value.abs());
-            row_nnz += 1;
-            while variables.len() <= v as usize {
-                let id = variables.len() as u32;
-                variables.push(Variable {
-                    name: reader.variable_name(id).to_string(),
-                    dense: reader.is_dense(id),
-                    keys: foldhash::HashMap::default(),
-                    dictionary: Vec::new(),
-                    nnz: 0,
-                    set_valued: false,
-                    last_row: u64::MAX,
-                    cells: vec![codec::encode_cell(&Cell::default()); shards.len()],
-                    pending: Vec::new(),
-                });
-            }
-            variables[v as usize].add(key, value, rows, row_in_shard);
-        }
-        if example.label.is_nan() {
-            return Err(LineaError::input(
-                &options.input,
-                example.line,
-                "missing label (training needs labelled examples)",
-            ));
-        }
-        if !example.label.is_finite() {
-            return Err(LineaError::input(&options.input, example.line, format!("label is {}", example.label)));
-        }
-        ranges.label_min = ranges.label_min.min(example.label);
-        ranges.label_max = ranges.label_max.max(example.label);
-        ranges.row_nnz_max = ranges.row_nnz_max.max(row_nnz);
-        labels.labels.push(example.label);
-        labels.lines.push(example.line);
-        rows += 1;
-        if labels.labels.len() == options.rows_per_shard {
-            finish_shard(storage, &mut variables, &mut shards, &mut labels)?;
-        }
-        if rows.is_multiple_of(4096) {
-            bar.set(rows);
-        }
+    let mut state = Reading {
+        options,
+        storage,
+        vw: options.spec.format == Format::Vw,
+        known: Vec::new(),
+        known_names: HashMap::new(),
+        variables: Vec::new(),
+        shards: Vec::new(),
+        labels: ShardLabels::default(),
+        rows: 0,
+        line_base: 0,
+        ranges: DataRanges {
+            label_min: f64::INFINITY,
+            label_max: f64::NEG_INFINITY,
+            value_max_abs: 1.0,
+            row_nnz_max: 1,
+        },
+        bar: progress.counter("reading", "examples"),
+    };
+    batch::read_batches(&input.path, &options.spec, options.threads, options.range_bytes, &mut |batch| {
+        state.take(batch)
+    })?;
+    if !state.labels.labels.is_empty() {
+        finish_shard(storage, &mut state.variables, &mut state.shards, &mut state.labels)?;
     }
-    if !labels.labels.is_empty() {
-        finish_shard(storage, &mut variables, &mut shards, &mut labels)?;
-    }
+    let Reading { variables, shards, rows, ranges, bar, .. } = state;
     bar.finish(rows);
     if rows == 0 {
         return Err(LineaError::data(&options.input, "no examples: the input has no data lines"));
@@ -217,6 +189,139 @@ fn write_grid(
     };
     manifest.write(storage)?;
     Ok(manifest)
+}
+
+/// The grid as read so far: batches are taken in file order, and each batch's own numbering
+/// of variables and keys becomes the file's (first occurrence in the file decides).
+struct Reading<'a> {
+    options: &'a PrepareOptions,
+    storage: &'a dyn Storage,
+    /// VW namespaces are numbered per batch as discovered; other formats' variables are
+    /// columns, numbered alike in every batch (names can repeat in a CSV header).
+    vw: bool,
+    /// Every variable numbered so far: (name, dense). Variables are made of a prefix of it,
+    /// up to the last that had a feature, as one pass over the file makes them.
+    known: Vec<(String, bool)>,
+    known_names: HashMap<String, u32>,
+    variables: Vec<Variable>,
+    shards: Vec<ShardEntry>,
+    labels: ShardLabels,
+    rows: u64,
+    /// Lines of the file before the batch being taken.
+    line_base: u64,
+    ranges: DataRanges,
+    bar: crate::progress::Counter,
+}
+
+impl Reading<'_> {
+    fn take(&mut self, mut batch: Batch) -> Result<()> {
+        let options = self.options;
+        let file = &options.input;
+        // The batch's variables and keys in file numbering, new ones numbered in the order
+        // the batch first saw them.
+        let mut global = Vec::with_capacity(batch.variables.len());
+        for (v, variable) in batch.variables.iter().enumerate() {
+            let g = if self.vw {
+                match self.known_names.get(&variable.name) {
+                    Some(&g) => g,
+                    None => {
+                        self.known_names.insert(variable.name.clone(), self.known.len() as u32);
+                        self.known.push((variable.name.clone(), variable.dense));
+                        self.known.len() as u32 - 1
+                    }
+                }
+            } else {
+                if v >= self.known.len() {
+                    self.known.push((variable.name.clone(), variable.dense));
+                }
+                v as u32
+            };
+            global.push(g);
+        }
+        let mut ids: Vec<Vec<u32>> = Vec::with_capacity(batch.variables.len());
+        for (v, variable) in batch.variables.iter_mut().enumerate() {
+            if !variable.keys.is_empty() {
+                self.make_variables(global[v]);
+            }
+            let target = self.variables.get_mut(global[v] as usize);
+            ids.push(match target {
+                Some(target) => std::mem::take(&mut variable.keys).into_iter().map(|k| target.number(k)).collect(),
+                None => Vec::new(),
+            });
+        }
+        for r in 0..batch.rows() {
+            let line = self.line_base + batch.lines[r];
+            let row_in_shard = self.labels.labels.len() as u32;
+            let mut row_nnz = 1; // the bias
+            for &(v, key, value) in batch.row(r) {
+                let g = global[v as usize] as usize;
+                // Readers refuse non-finite numbers; a product of finite parts (a VW namespace
+                // scale times a value) can still overflow, and nothing non-finite reaches a cell.
+                if !value.is_finite() {
+                    let key = &self.variables[g].dictionary[ids[v as usize][key as usize] as usize].key;
+                    let name = &self.known[g].0;
+                    return Err(LineaError::input(
+                        file,
+                        line,
+                        format!(
+                            "value of feature {key:?} of {name:?} is {value} (only finite values can be trained on)"
+                        ),
+                    ));
+                }
+                self.ranges.value_max_abs = self.ranges.value_max_abs.max(value.abs());
+                row_nnz += 1;
+                self.variables[g].add(ids[v as usize][key as usize], value, self.rows, row_in_shard);
+            }
+            let label = batch.labels[r];
+            if label.is_nan() {
+                return Err(LineaError::input(file, line, "missing label (training needs labelled examples)"));
+            }
+            if !label.is_finite() {
+                return Err(LineaError::input(file, line, format!("label is {label}")));
+            }
+            self.ranges.label_min = self.ranges.label_min.min(label);
+            self.ranges.label_max = self.ranges.label_max.max(label);
+            self.ranges.row_nnz_max = self.ranges.row_nnz_max.max(row_nnz);
+            self.labels.labels.push(label);
+            self.labels.lines.push(line);
+            self.rows += 1;
+            if self.labels.labels.len() == options.rows_per_shard {
+                finish_shard(self.storage, &mut self.variables, &mut self.shards, &mut self.labels)?;
+            }
+            if self.rows.is_multiple_of(4096) {
+                self.bar.set(self.rows);
+            }
+        }
+        if let Some(error) = batch.error {
+            return Err(match error {
+                LineaError::Input { file, line, message } => {
+                    LineaError::Input { file, line: self.line_base + line, message }
+                }
+                other => other,
+            });
+        }
+        self.line_base += batch.line_count;
+        Ok(())
+    }
+
+    /// Variables up to `g`, as one pass makes them at a feature of `g`: every variable
+    /// numbered before it too, each with an empty cell for every shard already finished.
+    fn make_variables(&mut self, g: u32) {
+        while self.variables.len() <= g as usize {
+            let (name, dense) = self.known[self.variables.len()].clone();
+            self.variables.push(Variable {
+                name,
+                dense,
+                keys: foldhash::HashMap::default(),
+                dictionary: Vec::new(),
+                nnz: 0,
+                set_valued: false,
+                last_row: u64::MAX,
+                cells: vec![codec::encode_cell(&Cell::default()); self.shards.len()],
+                pending: Vec::new(),
+            });
+        }
+    }
 }
 
 fn finish_shard(

@@ -63,6 +63,8 @@ proptest! {
             spec: libsvm_spec(),
             rows_per_shard,
             reuse: false,
+            threads: 1,
+            range_bytes: linea_worker::input::ranges::RANGE_BYTES,
         };
         prepare(&options, storage, &Progress::silent()).unwrap();
         let loaded = gridload::load(storage, Loss::Logistic).unwrap();

@@ -18,20 +18,27 @@ enum Kind {
     Categorical,
 }
 
-pub struct DelimitedReader {
+/// What is decided once per file: the delimiter, whether the first line is a header, and
+/// each column's name and kind. Readers of the whole file and of its ranges share it.
+#[derive(Debug)]
+pub struct Layout {
     file: String,
-    reader: csv::Reader<std::fs::File>,
-    record: csv::StringRecord,
+    delimiter: u8,
+    header: bool,
     kinds: Vec<Kind>,
     names: Vec<String>,
     positive: Option<String>,
     numeric: NumericMode,
 }
 
-impl DelimitedReader {
-    pub fn criteo(lines: Lines, spec: &FeatureSpec) -> Result<Self> {
-        let file = lines.file.clone();
-        drop(lines);
+pub struct DelimitedReader {
+    layout: std::sync::Arc<Layout>,
+    reader: csv::Reader<Box<dyn std::io::Read + Send>>,
+    record: csv::StringRecord,
+}
+
+impl Layout {
+    pub fn criteo(path: &str, spec: &FeatureSpec) -> Self {
         let mut names = vec!["label".to_string()];
         let mut kinds = vec![Kind::Label];
         for i in 1..=13 {
@@ -42,7 +49,7 @@ impl DelimitedReader {
             names.push(format!("C{i}"));
             kinds.push(Kind::Categorical);
         }
-        Self::build(&file, b'\t', false, names, kinds, spec)
+        Self::build(path, b'\t', false, names, kinds, spec)
     }
 
     pub fn csv(path: &str, spec: &FeatureSpec) -> Result<Self> {
@@ -112,7 +119,7 @@ impl DelimitedReader {
                 _ => Kind::Categorical,
             })
             .collect();
-        Self::build(path, delimiter, has_header, names, kinds, spec)
+        Ok(Self::build(path, delimiter, has_header, names, kinds, spec))
     }
 
     fn build(
@@ -122,16 +129,32 @@ impl DelimitedReader {
         names: Vec<String>,
         kinds: Vec<Kind>,
         spec: &FeatureSpec,
-    ) -> Result<Self> {
-        Ok(Self {
+    ) -> Self {
+        Self {
             file: file.to_string(),
-            reader: reader(file, delimiter, header)?,
-            record: csv::StringRecord::new(),
+            delimiter,
+            header,
             kinds,
             names,
             positive: spec.positive.clone(),
             numeric: spec.numeric,
-        })
+        }
+    }
+}
+
+impl DelimitedReader {
+    /// Reads `source`, which starts at the beginning of a line of the file; `first`: it starts
+    /// at the beginning of the file (where the header is). Lines are numbered from 1 at the
+    /// source's start.
+    pub fn new(layout: std::sync::Arc<Layout>, source: Box<dyn std::io::Read + Send>, first: bool) -> Self {
+        let reader = builder(layout.delimiter, layout.header && first).from_reader(source);
+        Self { layout, reader, record: csv::StringRecord::new() }
+    }
+
+    /// The whole file.
+    pub fn open(layout: std::sync::Arc<Layout>) -> Result<Self> {
+        let file = std::fs::File::open(&layout.file).map_err(LineaError::io(&layout.file))?;
+        Ok(Self::new(layout, Box::new(file), true))
     }
 
     fn line(&self) -> u64 {
@@ -139,7 +162,7 @@ impl DelimitedReader {
     }
 
     fn error(&self, message: impl Into<String>) -> LineaError {
-        LineaError::input(&self.file, self.line(), message)
+        LineaError::input(&self.layout.file, self.line(), message)
     }
 
     fn number(&self, text: &str, what: impl std::fmt::Display) -> Result<f64> {
@@ -149,25 +172,26 @@ impl DelimitedReader {
 
 impl ExampleReader for DelimitedReader {
     fn read(&mut self, example: &mut RawExample) -> Result<bool> {
-        if !self.reader.read_record(&mut self.record).map_err(|e| csv_error(&self.file, e))? {
+        if !self.reader.read_record(&mut self.record).map_err(|e| csv_error(&self.layout.file, e))? {
             return Ok(false);
         }
-        if self.record.len() != self.kinds.len() {
-            return Err(self.error(format!("{} fields, expected {}", self.record.len(), self.kinds.len())));
+        let layout = &*self.layout;
+        if self.record.len() != layout.kinds.len() {
+            return Err(self.error(format!("{} fields, expected {}", self.record.len(), layout.kinds.len())));
         }
         example.clear();
         example.line = self.line();
-        for c in 0..self.kinds.len() {
+        for c in 0..layout.kinds.len() {
             let field = self.record[c].trim();
-            match self.kinds[c] {
+            match layout.kinds[c] {
                 Kind::Label => {
-                    example.label = super::label(field, self.positive.as_deref()).map_err(|m| self.error(m))?
+                    example.label = super::label(field, layout.positive.as_deref()).map_err(|m| self.error(m))?
                 }
                 Kind::Ignored => {}
                 _ if field.is_empty() => {}
                 Kind::Numeric => {
-                    let value = self.number(field, format_args!("column {}", self.names[c]))?;
-                    example.push_numeric(c as u32, value, self.numeric);
+                    let value = self.number(field, format_args!("column {}", layout.names[c]))?;
+                    example.push_numeric(c as u32, value, layout.numeric);
                 }
                 Kind::Categorical => example.push(c as u32, field, 1.0),
             }
@@ -176,11 +200,15 @@ impl ExampleReader for DelimitedReader {
     }
 
     fn variable_name(&self, v: u32) -> &str {
-        &self.names[v as usize]
+        &self.layout.names[v as usize]
     }
 
     fn is_dense(&self, v: u32) -> bool {
-        self.kinds[v as usize] == Kind::Numeric && self.numeric == NumericMode::Dense
+        self.layout.kinds[v as usize] == Kind::Numeric && self.layout.numeric == NumericMode::Dense
+    }
+
+    fn variable_count(&self) -> u32 {
+        self.layout.names.len() as u32
     }
 }
 
@@ -192,13 +220,14 @@ fn first_line(path: &str) -> Result<String> {
     Ok(lines.text.clone())
 }
 
+fn builder(delimiter: u8, header: bool) -> csv::ReaderBuilder {
+    let mut builder = csv::ReaderBuilder::new();
+    builder.delimiter(delimiter).has_headers(header).flexible(true);
+    builder
+}
+
 fn reader(path: &str, delimiter: u8, header: bool) -> Result<csv::Reader<std::fs::File>> {
-    csv::ReaderBuilder::new()
-        .delimiter(delimiter)
-        .has_headers(header)
-        .flexible(true)
-        .from_path(path)
-        .map_err(|e| csv_error(path, e))
+    builder(delimiter, header).from_path(path).map_err(|e| csv_error(path, e))
 }
 
 fn csv_error(path: &str, e: csv::Error) -> LineaError {

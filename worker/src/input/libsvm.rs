@@ -47,4 +47,8 @@ impl ExampleReader for LibsvmReader {
     fn is_dense(&self, _: u32) -> bool {
         false
     }
+
+    fn variable_count(&self) -> u32 {
+        1
+    }
 }

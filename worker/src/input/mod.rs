@@ -6,9 +6,11 @@
 //! [`FeatureSpec`] says how to read a format; it is stored in the grid manifest and in the
 //! model, so `eval` and `predict` featurize new input exactly as `prepare` did.
 
+pub mod batch;
 mod delimited;
 mod libsvm;
 mod parquet;
+pub mod ranges;
 pub mod source;
 mod vw;
 
@@ -122,6 +124,9 @@ pub trait ExampleReader {
     fn variable_name(&self, v: u32) -> &str;
     /// Whether a variable holds one numeric value (its single feature has key "").
     fn is_dense(&self, v: u32) -> bool;
+    /// Variables known so far, numbered `0..count` (VW namespaces are numbered as they are
+    /// discovered, including those whose features were all zero).
+    fn variable_count(&self) -> u32;
 }
 
 /// Opens `path` in the format `spec` names.
@@ -129,8 +134,8 @@ pub fn open(path: &str, spec: &FeatureSpec) -> Result<Box<dyn ExampleReader>> {
     Ok(match spec.format {
         Format::Libsvm => Box::new(libsvm::LibsvmReader::new(Lines::open(path)?)),
         Format::Vw => Box::new(vw::VwReader::new(Lines::open(path)?)),
-        Format::Criteo => Box::new(delimited::DelimitedReader::criteo(Lines::open(path)?, spec)?),
-        Format::Csv => Box::new(delimited::DelimitedReader::csv(path, spec)?),
+        Format::Criteo => Box::new(delimited::DelimitedReader::open(delimited::Layout::criteo(path, spec).into())?),
+        Format::Csv => Box::new(delimited::DelimitedReader::open(delimited::Layout::csv(path, spec)?.into())?),
         Format::Parquet => Box::new(parquet::ParquetReader::open(path, spec)?),
     })
 }
@@ -146,12 +151,13 @@ pub struct Lines {
 impl Lines {
     pub fn open(path: &str) -> Result<Self> {
         let file = std::fs::File::open(path).map_err(LineaError::io(path))?;
-        Ok(Self {
-            file: path.to_string(),
-            reader: Box::new(std::io::BufReader::with_capacity(1 << 20, file)),
-            line: 0,
-            text: String::new(),
-        })
+        Ok(Self::over(path, Box::new(std::io::BufReader::with_capacity(1 << 20, file))))
+    }
+
+    /// Lines of `reader`, a part of `file` that starts at the beginning of a line; they are
+    /// numbered from 1 at the part's start.
+    pub fn over(file: &str, reader: Box<dyn BufRead>) -> Self {
+        Self { file: file.to_string(), reader, line: 0, text: String::new() }
     }
 
     /// Advances to the next line that is not blank; `false` at the end.

@@ -179,4 +179,8 @@ impl ExampleReader for ParquetReader {
     fn is_dense(&self, v: u32) -> bool {
         self.dense[v as usize]
     }
+
+    fn variable_count(&self) -> u32 {
+        self.names.len() as u32
+    }
 }

@@ -47,6 +47,10 @@ impl ExampleReader for VwReader {
     fn is_dense(&self, _: u32) -> bool {
         false
     }
+
+    fn variable_count(&self) -> u32 {
+        self.namespaces.len() as u32
+    }
 }
 
 impl VwReader {

@@ -34,7 +34,14 @@ pub fn spec(format: Format) -> FeatureSpec {
 pub fn prepare(input: &str, spec: FeatureSpec, rows_per_shard: usize, loss: Loss) -> (tempfile::TempDir, LoadedGrid) {
     let dir = tempfile::tempdir().unwrap();
     let storage = LocalStorage::new(dir.path());
-    let options = PrepareOptions { input: input.to_string(), spec, rows_per_shard, reuse: false };
+    let options = PrepareOptions {
+        input: input.to_string(),
+        spec,
+        rows_per_shard,
+        reuse: false,
+        threads: 2,
+        range_bytes: linea_worker::input::ranges::RANGE_BYTES,
+    };
     prepare::prepare(&options, &storage, &Progress::silent()).unwrap();
     let loaded = gridload::load(&storage, loss).unwrap();
     (dir, loaded)
