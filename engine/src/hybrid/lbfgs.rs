@@ -37,7 +37,7 @@ pub enum Initial<'a> {
     Diagonal(&'a [f64]),
     /// `gamma D` for the given diagonal `D`, with `gamma = s.y / y'Dy` of the newest pair:
     /// the diagonal's shape and the scalar method's scale (Oren and Luenberger's scaling,
-    /// as Liu and Nocedal 1989 apply it to a diagonal, their M3/M4). Where the Hessian
+    /// as Liu and Nocedal 1989 apply it to a diagonal). Where the Hessian
     /// couples features (one-hot fields: every row holds one feature of each), its
     /// diagonal underestimates the curvature along a direction, so `D` alone asks the line
     /// search for steps far from 1; `gamma` is the pair's measured ratio of the true
