@@ -35,6 +35,9 @@ pub enum Precondition {
     /// + 2 l2))`, the inverse of the objective's Hessian diagonal, from a batch pass at the
     /// starting point and then every `refresh` iterations (`0`: never again).
     Diagonal { refresh: u32 },
+    /// The same diagonal `D`, scaled by `s.y / y'Dy` of the newest pair
+    /// ([`super::lbfgs::Initial::ScaledDiagonal`]); computed and refreshed as `Diagonal`.
+    Scaled { refresh: u32 },
 }
 
 impl Precondition {
@@ -47,8 +50,8 @@ impl Precondition {
     /// iterations.
     pub fn refreshes_after(self, iterations: u32) -> bool {
         match self {
-            Precondition::None | Precondition::Diagonal { refresh: 0 } => false,
-            Precondition::Diagonal { refresh } => iterations.is_multiple_of(refresh),
+            Precondition::None | Precondition::Diagonal { refresh: 0 } | Precondition::Scaled { refresh: 0 } => false,
+            Precondition::Diagonal { refresh } | Precondition::Scaled { refresh } => iterations.is_multiple_of(refresh),
         }
     }
 }

@@ -26,12 +26,36 @@ pub struct Pair {
     pub y: Vec<f64>,
 }
 
-/// The search direction `-H g` by the two-loop recursion over `pairs` (oldest first). The
-/// initial inverse Hessian `H0` is `diagonal` where given (a Jacobi preconditioner: the
-/// inverse of the objective's Hessian diagonal, [`super::Precondition::Diagonal`]), which
-/// also applies without pairs (`-H0 g`); otherwise the scalar `s.y / y.y` of the newest
-/// pair, and `-g` without pairs.
-pub fn direction(g: &[f64], pairs: &[Pair], diagonal: Option<&[f64]>) -> Vec<f64> {
+/// L-BFGS's initial inverse Hessian `H0`, which the two-loop recursion corrects by the pairs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Initial<'a> {
+    /// `gamma I` with `gamma = s.y / y.y` of the newest pair (Nocedal and Wright's eq.
+    /// 7.20); `I` without pairs.
+    Scalar,
+    /// The given diagonal as it is (a Jacobi preconditioner: the inverse of the objective's
+    /// Hessian diagonal, [`super::Precondition::Diagonal`]), also without pairs.
+    Diagonal(&'a [f64]),
+    /// `gamma D` for the given diagonal `D`, with `gamma = s.y / y'Dy` of the newest pair:
+    /// the diagonal's shape and the scalar method's scale (Oren and Luenberger's scaling,
+    /// as Liu and Nocedal 1989 apply it to a diagonal). Where the Hessian
+    /// couples features (one-hot fields: every row holds one feature of each), its
+    /// diagonal underestimates the curvature along a direction, so `D` alone asks the line
+    /// search for steps far from 1; `gamma` is the pair's measured ratio of the true
+    /// curvature to `D`'s. `D` alone without pairs.
+    ScaledDiagonal(&'a [f64]),
+}
+
+/// `gamma` of [`Initial::ScaledDiagonal`]: `s.y / y'Dy` of `pair`, or 1 where that is not a
+/// positive number (a pair whose `y` is zero wherever `D` is).
+pub fn diagonal_scale(pair: &Pair, diagonal: &[f64]) -> f64 {
+    let ydy: f64 = pair.y.iter().zip(diagonal).map(|(y, h)| y * h * y).sum();
+    let gamma = dot(&pair.s, &pair.y) / ydy;
+    if gamma > 0.0 && gamma.is_finite() { gamma } else { 1.0 }
+}
+
+/// The search direction `-H g` by the two-loop recursion over `pairs` (oldest first), from
+/// the initial inverse Hessian `initial` (without pairs: `-H0 g`).
+pub fn direction(g: &[f64], pairs: &[Pair], initial: Initial<'_>) -> Vec<f64> {
     let mut q = g.to_vec();
     let mut alphas = Vec::with_capacity(pairs.len());
     for pair in pairs.iter().rev() {
@@ -40,11 +64,19 @@ pub fn direction(g: &[f64], pairs: &[Pair], diagonal: Option<&[f64]>) -> Vec<f64
         q.iter_mut().zip(&pair.y).for_each(|(q, y)| *q -= alpha * y);
         alphas.push((rho, alpha));
     }
-    if let Some(diagonal) = diagonal {
-        q.iter_mut().zip(diagonal).for_each(|(q, h)| *q *= h);
-    } else if let Some(last) = pairs.last() {
-        let gamma = dot(&last.s, &last.y) / dot(&last.y, &last.y);
-        q.iter_mut().for_each(|q| *q *= gamma);
+    match (initial, pairs.last()) {
+        (Initial::Diagonal(diagonal), _) | (Initial::ScaledDiagonal(diagonal), None) => {
+            q.iter_mut().zip(diagonal).for_each(|(q, h)| *q *= h);
+        }
+        (Initial::ScaledDiagonal(diagonal), Some(last)) => {
+            let gamma = diagonal_scale(last, diagonal);
+            q.iter_mut().zip(diagonal).for_each(|(q, h)| *q *= gamma * h);
+        }
+        (Initial::Scalar, Some(last)) => {
+            let gamma = dot(&last.s, &last.y) / dot(&last.y, &last.y);
+            q.iter_mut().for_each(|q| *q *= gamma);
+        }
+        (Initial::Scalar, None) => {}
     }
     for (pair, (rho, alpha)) in pairs.iter().zip(alphas.into_iter().rev()) {
         let beta = rho * dot(&pair.y, &q);
@@ -196,7 +228,7 @@ mod tests {
         let mut pairs: Vec<Pair> = Vec::new();
         let mut iterations = 0;
         while norm(&here.g) > 1e-10 && iterations < 200 {
-            let d = direction(&here.g, &pairs, None);
+            let d = direction(&here.g, &pairs, Initial::Scalar);
             let t0 = if pairs.is_empty() { 1.0 / norm(&here.g) } else { 1.0 };
             let d0 = dot(&here.g, &d);
             let accepted = line_search::<()>(here.f, &here.g, &d, t0, |t| {
@@ -234,7 +266,7 @@ mod tests {
             })
             .collect();
         let g = [3.0, -20.0, 50.0];
-        let d = direction(&g, &pairs, None);
+        let d = direction(&g, &pairs, Initial::Scalar);
         for j in 0..3 {
             assert!((d[j] + g[j] / a[j]).abs() < 1e-12, "{d:?}");
         }
@@ -260,7 +292,7 @@ mod tests {
         let histories =
             [vec![], vec![pair(vec![1.0, -2.0, 0.3, 1e-2])], vec![pair(vec![0.5; 4]), pair(vec![-1.0, 0.0, 2.0, 0.1])]];
         for pairs in &histories {
-            let d = direction(&g, pairs, Some(&h0));
+            let d = direction(&g, pairs, Initial::Diagonal(&h0));
             for j in 0..4 {
                 let next = w[j] + d[j];
                 assert!((next - c[j]).abs() <= 1e-12 * (1.0 + c[j].abs()), "{} pairs: {next} vs {}", pairs.len(), c[j]);
@@ -269,8 +301,81 @@ mod tests {
             assert!(norm(&g1) <= 1e-9 * norm(&g), "{} pairs: |g| {} after the step", pairs.len(), norm(&g1));
         }
         // The scalar scaling of the same one pair does not: the curvatures differ by 10^7.
-        let d = direction(&g, &histories[1], None);
+        let d = direction(&g, &histories[1], Initial::Scalar);
         assert!((w[0] + d[0] - c[0]).abs() > 1e-3, "{d:?}");
+    }
+
+    /// A diagonal quadratic whose Jacobi diagonal is off by one constant factor (as one-hot
+    /// fields make it: every row holds one feature of each field, so the curvature along a
+    /// direction is a multiple of the diagonal's): the scale `s.y / y'Dy` of any pair is
+    /// exactly that factor's inverse, so `gamma D` is the inverse Hessian and one step of
+    /// length 1 lands on the optimum; `D` alone overshoots by the factor.
+    #[test]
+    fn the_scaled_diagonal_recovers_a_diagonal_off_by_a_constant_factor() {
+        let a = [0.01, 3.0, 250.0, 7e4];
+        let c = [5.0, -2.0, 0.5, 1e-3];
+        let factor = 39.0;
+        let gradient = |w: &[f64]| -> Vec<f64> { (0..4).map(|j| a[j] * (w[j] - c[j])).collect() };
+        let d_wrong: Vec<f64> = a.iter().map(|a| factor / a).collect();
+        let w = [1.0, 1.0, -1.0, 2.0];
+        let g = gradient(&w);
+        let s = vec![1.0, -2.0, 0.3, 1e-2];
+        let pair = Pair { y: s.iter().zip(&a).map(|(s, a)| s * a).collect(), s };
+        let gamma = diagonal_scale(&pair, &d_wrong);
+        assert!((gamma * factor - 1.0).abs() <= 1e-14, "gamma {gamma}");
+        let d = direction(&g, std::slice::from_ref(&pair), Initial::ScaledDiagonal(&d_wrong));
+        for j in 0..4 {
+            let next = w[j] + d[j];
+            assert!((next - c[j]).abs() <= 1e-12 * (1.0 + c[j].abs()), "{next} vs {}", c[j]);
+        }
+        // Unscaled, the same pair corrects only its own direction: the rest overshoots.
+        let d = direction(&g, std::slice::from_ref(&pair), Initial::Diagonal(&d_wrong));
+        assert!((w[0] + d[0] - c[0]).abs() > 1.0, "{d:?}");
+        // Without pairs there is no scale to take: `-D g`, as the unscaled diagonal.
+        assert_eq!(
+            direction(&g, &[], Initial::ScaledDiagonal(&d_wrong)),
+            direction(&g, &[], Initial::Diagonal(&d_wrong))
+        );
+    }
+
+    /// With off-diagonal coupling the two-loop recursion over one pair from `H0 = gamma D`
+    /// is the BFGS update of that `H0`, `H1 = (I - r s y') H0 (I - r y s') + r s s'` with
+    /// `r = 1 / s.y`, written out here with matrices; and the scaled `H0` meets the secant
+    /// scale `y' H0 y = s.y` (Oren and Luenberger's condition).
+    #[test]
+    fn the_scaled_diagonal_is_the_bfgs_update_of_gamma_d_on_a_coupled_quadratic() {
+        let h = [[4.0, 1.5, 0.0], [1.5, 3.0, -1.0], [0.0, -1.0, 2.0]];
+        let times = |m: &[[f64; 3]; 3], v: &[f64]| -> Vec<f64> { (0..3).map(|i| dot(&m[i], v)).collect() };
+        let diag: Vec<f64> = (0..3).map(|i| 1.0 / h[i][i]).collect();
+        let s = vec![0.7, -0.2, 1.1];
+        let y = times(&h, &s);
+        let pair = Pair { s: s.clone(), y: y.clone() };
+        let gamma = diagonal_scale(&pair, &diag);
+        let closed = dot(&s, &y) / (0..3).map(|j| y[j] * diag[j] * y[j]).sum::<f64>();
+        assert!((gamma - closed).abs() <= 1e-15 * closed, "{gamma} vs {closed}");
+        let ydy: f64 = (0..3).map(|j| y[j] * gamma * diag[j] * y[j]).sum();
+        assert!((ydy - dot(&s, &y)).abs() <= 1e-12 * dot(&s, &y), "y' H0 y {ydy} vs s.y {}", dot(&s, &y));
+        let r = 1.0 / dot(&s, &y);
+        let mut h1 = [[0.0; 3]; 3];
+        for (i, row) in h1.iter_mut().enumerate() {
+            for (j, cell) in row.iter_mut().enumerate() {
+                // (I - r s y')_ik H0_kk (I - r y s')_kj + r s_i s_j
+                *cell = (0..3)
+                    .map(|k| {
+                        let left = f64::from(u8::from(i == k)) - r * s[i] * y[k];
+                        let right = f64::from(u8::from(k == j)) - r * y[k] * s[j];
+                        left * gamma * diag[k] * right
+                    })
+                    .sum::<f64>()
+                    + r * s[i] * s[j];
+            }
+        }
+        let g = [1.0, -3.0, 0.5];
+        let expected: Vec<f64> = times(&h1, &g).iter().map(|v| -v).collect();
+        let d = direction(&g, &[pair], Initial::ScaledDiagonal(&diag));
+        for j in 0..3 {
+            assert!((d[j] - expected[j]).abs() <= 1e-12, "{d:?} vs {expected:?}");
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@ use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Reduction, 
 use crate::error::EngineError;
 use crate::fixed::from_fixed128;
 use crate::grid::BlockShape;
-use lbfgs::{Pair, Point, SearchFailure, direction, dot, line_search, norm};
+use lbfgs::{Initial, Pair, Point, SearchFailure, direction, dot, line_search, norm};
 
 pub struct Linear {
     config: LinearConfig,
@@ -161,7 +161,17 @@ impl Linear {
     /// Whether L-BFGS runs preconditioned (never for IPM, which runs no L-BFGS).
     fn preconditioned(&self) -> bool {
         !matches!(self.config.mode(), Mode::Ipm(_))
-            && matches!(self.config.precondition(), Precondition::Diagonal { .. })
+            && matches!(self.config.precondition(), Precondition::Diagonal { .. } | Precondition::Scaled { .. })
+    }
+
+    /// The two-loop recursion's `H0` for the next iteration: the configured kind, over the
+    /// state's diagonal.
+    pub fn initial(&self) -> Initial<'_> {
+        match (self.config.precondition(), &self.state.diagonal[..]) {
+            (_, []) | (Precondition::None, _) => Initial::Scalar,
+            (Precondition::Diagonal { .. }, diagonal) => Initial::Diagonal(diagonal),
+            (Precondition::Scaled { .. }, diagonal) => Initial::ScaledDiagonal(diagonal),
+        }
     }
 
     /// L-BFGS iterations completed (the hybrid's first epoch is its online pass).
@@ -210,9 +220,9 @@ impl Linear {
         // A refresh computes the diagonal in every trial: the search accepts the last one.
         let refresh = self.preconditioned() && self.config.precondition().refreshes_after(self.lbfgs_iterations() + 1);
         loop {
-            let h0 = (!self.state.diagonal.is_empty()).then_some(&self.state.diagonal[..]);
-            let d = direction(&g0, &self.state.pairs[..pairs_used], h0);
-            let t0 = if pairs_used == 0 && h0.is_none() { (1.0 / norm(&g0)).min(1.0) } else { 1.0 };
+            let initial = self.initial();
+            let d = direction(&g0, &self.state.pairs[..pairs_used], initial);
+            let t0 = if pairs_used == 0 && initial == Initial::Scalar { (1.0 / norm(&g0)).min(1.0) } else { 1.0 };
             let w = self.state.w.clone();
             let mut evaluations = 0u64;
             let mut last_diagonal = None;

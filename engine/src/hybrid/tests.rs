@@ -86,6 +86,8 @@ fn preconditioned_lbfgs_reaches_the_optimum_with_the_same_bits_for_any_slots_and
         Precondition::Diagonal { refresh: 0 },
         Precondition::Diagonal { refresh: 1 },
         Precondition::Diagonal { refresh: 4 },
+        Precondition::Scaled { refresh: 0 },
+        Precondition::Scaled { refresh: 4 },
     ];
     for (loss, l2) in [(Loss::Logistic, 1.0), (Loss::Squared, 2.0)] {
         let p = problem(loss, 7);
@@ -143,14 +145,13 @@ fn every_accepted_lbfgs_step_satisfies_the_strong_wolfe_conditions() {
     let mut checked = 0;
     while linear.stop_reason().is_none() {
         let before = linear.state().clone();
+        // The step taken: w' = w + t d with d = -H g from the pairs before it.
+        let d = lbfgs::direction(&before.g, &before.pairs, linear.initial());
         linear.next_iter(&mut runner).unwrap();
         let after = linear.state();
         if before.f.is_none() || after.stalled {
             continue;
         }
-        // The step taken: w' = w + t d with d = -H g from the pairs before it.
-        let h0 = (!before.diagonal.is_empty()).then_some(&before.diagonal[..]);
-        let d = lbfgs::direction(&before.g, &before.pairs, h0);
         let s: Vec<f64> = after.w.iter().zip(&before.w).map(|(a, b)| a - b).collect();
         let t = lbfgs::dot(&s, &d) / lbfgs::dot(&d, &d);
         let d0 = lbfgs::dot(&before.g, &d);
