@@ -23,7 +23,7 @@ VENV="$(bash bench/peers/setup.sh)"
 # The `linea` that `cargo test --workspace` builds (the same feature resolution: no rebuild).
 build_release --test cli
 out=bench/peers/results-algorithms
-run_peer_sets "$VENV" "$out" --tools linea,linea-cocoa,linea-lbfgs,linea-hybrid,linea-ipm,vw-bfgs \
+run_peer_sets "$VENV" "$out" --tools linea-scd,linea-cocoa,linea-lbfgs,linea-hybrid,linea-ipm,vw-bfgs \
     --linea-tolerance 1e-10 --linea-epochs 1000 --max-seconds 60 --timeout 300 -- "${sets[@]}"
 : > "$out/tables.md"
 "$VENV/bin/python" bench/peers/summarize.py --results "$out" --doc "$out/tables.md" --plots "$out/plots" \

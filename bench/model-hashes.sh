@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bytes of the SCD models linea trains on every shared dataset, as SHA-256 digests: run
 # it before and after a change to the engine's arithmetic and diff the two outputs. A change
-# that claims "the same bytes" must print the same lines.
+# that claims "the same bytes" must print the same lines. SCD is named (`--algorithm scd`):
+# `linea train`'s default chooses the algorithm from the data.
 #
 #   bench/model-hashes.sh [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
 #
@@ -38,7 +39,7 @@ for entry in "${sets[@]}"; do
         [ "$run" = long ] && extra=(--tolerance 0 --epochs 40)
         for threads in 1 2; do
             model="$out/$name.$run.t$threads.model"
-            "$LINEA_BIN" train --data "$grid" --model "$model" --loss "$loss" --l2 1 --threads "$threads" \
+            "$LINEA_BIN" train --data "$grid" --model "$model" --algorithm scd --loss "$loss" --l2 1 --threads "$threads" \
                 "${extra[@]}" --trace "$out/$name.$run.t$threads.csv" >/dev/null 2>&1
             epochs=$(($(wc -l <"$out/$name.$run.t$threads.csv") - 1))
             echo "$name $run t$threads $(sha256sum "$model" | cut -c1-16) $epochs"

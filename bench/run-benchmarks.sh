@@ -55,7 +55,7 @@ export LINEA_DATA="$data"
 # Spark and VW's online learner optimise other objectives (bench/peers/README.md) and Spark
 # costs ~20 s of JVM start-up per run: they are left out here (run_peers.py's default tool
 # list still has them; a9a/w8a/rcv1-small/higgs-sample/movielens-100k results include them).
-peers="liblinear,liblinear-dual,liblinear-cli,sklearn-lbfgs,sklearn-newton-cholesky,sklearn-ridge-cg,sklearn-ridge-cholesky,snapml,snapml-epoch,vw-bfgs,linea,linea-cocoa"
+peers="liblinear,liblinear-dual,liblinear-cli,sklearn-lbfgs,sklearn-newton-cholesky,sklearn-ridge-cg,sklearn-ridge-cholesky,snapml,snapml-epoch,vw-bfgs,linea,linea-scd,linea-cocoa"
 small_sets=(
     "a9a|logistic|"
     "w8a|logistic|"
@@ -72,8 +72,8 @@ small_sets=(
 # few at 10M (1.9e-6 after 50, docs/benchmarks.md): the published table used 50; raise it
 # (about 60) when re-running.
 big_sets=(
-    "criteo-1m|logistic|--tools liblinear,liblinear-dual,snapml,snapml-epoch,linea,linea-cocoa --max-seconds 120 --timeout 600"
-    "criteo-10m|logistic|--tools liblinear-dual,snapml,snapml-epoch,linea --max-seconds 600 --timeout 2400 --linea-epochs 50"
+    "criteo-1m|logistic|--tools liblinear,liblinear-dual,snapml,snapml-epoch,linea,linea-scd,linea-cocoa --max-seconds 120 --timeout 600"
+    "criteo-10m|logistic|--tools liblinear-dual,snapml,snapml-epoch,linea,linea-scd --max-seconds 600 --timeout 2400 --linea-epochs 50"
 )
 
 if [ "$quick" = 1 ]; then

@@ -118,8 +118,9 @@ workers="$(sed -n 's/^    replicas: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-raw-tr
 epochs="$(sed -n 's/^      epochs: \([0-9]*\)$/\1/p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
 l2="$(sed -n 's/^      l2: \([0-9.]*\)$/\1/p' "$ROOT/examples/a9a-raw-trainingjob.yaml")"
 "$LINEA_BIN" --quiet prepare --input "$DATA" --format libsvm --output "$WORK/reference-grid" >/dev/null
+# SCD named: the job's master runs SCD by default, `linea train` would choose its algorithm.
 "$LINEA_BIN" --quiet train --data "$WORK/reference-grid" --model "$WORK/reference.model" --workers "$workers" \
-  --loss logistic --l2 "$l2" --epochs "$epochs" --tolerance 0 >/dev/null
+  --algorithm scd --loss logistic --l2 "$l2" --epochs "$epochs" --tolerance 0 >/dev/null
 
 # --- the operator, from the chart ----------------------------------------------------------------
 k create namespace linea-system >/dev/null

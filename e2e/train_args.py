@@ -6,6 +6,8 @@ arguments runs: the reference a distributed job's model is compared with, bit fo
 prints one argument a line. The master's networking, security, checkpoint and start-up flags
 (each takes one value, and none changes the model) are dropped; --model, and --data when
 given, are replaced. One list for every e2e script, so a new master-only flag is added once.
+A master without --algorithm runs SCD, while `linea train` then chooses one from the data
+(--algorithm auto), so the reference names it: --algorithm scd.
 """
 import sys
 
@@ -29,6 +31,8 @@ def main(argv):
             out.append(arg)
     for flag, value in options.items():
         out[out.index(flag) + 1] = value
+    if "--algorithm" not in out:
+        out += ["--algorithm", "scd"]
     print("\n".join(out))
 
 

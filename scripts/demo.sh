@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds linea and runs the main job on one machine with a local folder as storage:
-# a9a (UCI Adult) from ../shared/data, prepared into a grid, trained with SCD (logistic
-# loss, l2 = 1), evaluated on the held-out test file, with a convergence plot.
+# a9a (UCI Adult) from ../shared/data, prepared into a grid, trained (logistic loss, l2 = 1)
+# with the algorithm `linea train` chooses from the data (--algorithm auto: L-BFGS on a9a;
+# it prints which and why), evaluated on the held-out test file, with a convergence plot.
 . "$(dirname "$0")/env.sh"
 
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
@@ -19,7 +20,7 @@ echo "== building linea (release, cached in $CARGO_TARGET_DIR)"
 echo "== linea prepare: a9a.train.libsvm -> $work/a9a-grid"
 "$LINEA_BIN" prepare --input "$data/a9a/a9a.train.libsvm" --format libsvm --output "$work/a9a-grid"
 
-echo "== linea train: SCD, logistic loss, l2 = 1"
+echo "== linea train: logistic loss, l2 = 1, the algorithm chosen from the data"
 "$LINEA_BIN" train --data "$work/a9a-grid" --model "$work/a9a.model" --loss logistic --l2 1 \
     --plot "$work/a9a-convergence.svg" --trace "$work/a9a-trace.csv"
 

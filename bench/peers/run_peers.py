@@ -74,8 +74,15 @@ TOOLS = {
                            note="Vowpal Wabbit --bfgs, passes ladder, wall time incl. parsing/cache"),
     "vw-sgd":         dict(kind="cli", ladder=[1, 2, 5, 10, 20, 50], threads=[1], losses=("logistic", "squared"),
                            note="Vowpal Wabbit default online learner; per-example l2 -> NOT the same objective"),
+    # What a user gets by default: `linea train` chooses the algorithm from the data
+    # (--algorithm auto, docs/algorithms.md "When to pick which"); the model header and the
+    # trace's last column say which. A chosen CoCoA stops on its own duality gap (1e-6).
     "linea":          dict(kind="linea", ladder=[None], threads=[1, "all"], losses=("logistic", "squared"),
-                           l1_ok=True, note="linea SCD, one long run per repeat; time-to-reach from its trace"),
+                           l1_ok=True, stop="--tolerance",
+                           note="linea's default (--algorithm auto), one long run per repeat; time-to-reach from its trace"),
+    "linea-scd":      dict(kind="linea", ladder=[None], threads=[1, "all"], losses=("logistic", "squared"),
+                           l1_ok=True, algorithm=["--algorithm", "scd"], stop="--tolerance",
+                           note="linea SCD, one long run per repeat; time-to-reach from its trace"),
     # CoCoA+ with one slot is SDCA on the whole problem: the same family as LIBLINEAR's dual
     # coordinate descent (-s 7 / -s 12), which is what it is compared with (issue 13).
     # It runs to a certified relative gap of 1e-6 (its own stopping rule, tolerance=1e-6): the
@@ -115,7 +122,7 @@ NOT_COMPARABLE = {
 }
 DEFAULT_TOOLS = ["liblinear", "liblinear-dual", "sklearn-lbfgs", "sklearn-newton-cholesky",
                  "sklearn-ridge-cg", "sklearn-ridge-cholesky", "snapml", "snapml-epoch", "vw-bfgs", "vw-sgd",
-                 "liblinear-cli", "spark", "linea", "linea-cocoa"]
+                 "liblinear-cli", "spark", "linea", "linea-scd", "linea-cocoa"]
 
 
 def nthreads(t):

@@ -14,6 +14,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod algorithm;
+pub mod choice;
 pub mod cocoa;
 pub mod codec;
 pub mod error;

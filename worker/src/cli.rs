@@ -26,8 +26,13 @@ pub struct Cli {
     command: Command,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum AlgorithmArg {
+    /// `linea train`'s default: the algorithm that reached the optimum first on problems like
+    /// this one, chosen from the data and the parameters only (never the machine), so the
+    /// same grid and flags give the same model on every machine (docs/algorithms.md, "When to
+    /// pick which"). Not for `linea master`, whose default is scd.
+    Auto,
     /// Scalable Coordinate Descent: the same model bytes for any worker count.
     Scd,
     /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
@@ -87,8 +92,9 @@ struct TrainArgs {
     /// Where to write the model: a file or an s3:// object.
     #[arg(long)]
     model: String,
-    #[arg(long, value_enum, default_value = "scd")]
-    algorithm: AlgorithmArg,
+    /// [default: auto for `linea train`, scd for `linea master`]
+    #[arg(long, value_enum)]
+    algorithm: Option<AlgorithmArg>,
     /// Logistic takes labels 0/1 or -1/+1; squared takes any finite label; hinge (CoCoA
     /// only) takes labels 0/1 or -1/+1.
     #[arg(long, value_enum, default_value = "logistic")]
@@ -99,9 +105,10 @@ struct TrainArgs {
     /// L1 strength (sparse models).
     #[arg(long, default_value_t = 0.0)]
     l1: f64,
-    /// Most epochs (passes over every block).
-    #[arg(long, default_value_t = 100)]
-    epochs: u32,
+    /// Most epochs (passes over every block) [default: 100; with --algorithm auto, the chosen
+    /// algorithm's: 100 for scd, 1000 for cocoa and lbfgs].
+    #[arg(long)]
+    epochs: Option<u32>,
     /// Stop when 3 epochs together lower the objective by less than this fraction of it.
     #[arg(long, default_value_t = 1e-9)]
     tolerance: f64,
@@ -181,8 +188,8 @@ struct TrainArgs {
     #[arg(long)]
     plot: Option<String>,
     /// Write the objective (and duality gap, CoCoA) after every epoch as CSV:
-    /// epoch,seconds,objective,gap,relative_gap,workers (the worker count an elastic run
-    /// wanted after the epoch).
+    /// epoch,seconds,objective,gap,relative_gap,workers,algorithm (workers: the count an
+    /// elastic run wanted after the epoch; algorithm: the one that ran, as `auto` chose it).
     #[arg(long)]
     trace: Option<String>,
     /// Serve the master's Prometheus metrics (epoch, objective, gap, rows/s, workers,
@@ -193,13 +200,15 @@ struct TrainArgs {
 }
 
 impl TrainArgs {
-    fn options(self, threads: usize, workers: usize) -> Result<train::TrainOptions> {
+    /// The options of a run; `default` is the algorithm when `--algorithm` is not given.
+    fn options(self, threads: usize, workers: usize, default: AlgorithmArg) -> Result<train::TrainOptions> {
         let loss = match self.loss {
             LossArg::Logistic => Loss::Logistic,
             LossArg::Squared => Loss::Squared,
             LossArg::Hinge => Loss::Hinge,
         };
-        let algorithm = match self.algorithm {
+        let algorithm = match self.algorithm.unwrap_or(default) {
+            AlgorithmArg::Auto => AlgorithmName::Auto,
             AlgorithmArg::Scd => AlgorithmName::Scd,
             AlgorithmArg::Cocoa => AlgorithmName::Cocoa,
             AlgorithmArg::Lbfgs => AlgorithmName::Lbfgs,
@@ -210,6 +219,19 @@ impl TrainArgs {
         let refuse = |flag: &str, who: &str| {
             Err(LineaError::Usage(format!("{flag} applies to {who}, not to --algorithm {name}")))
         };
+        if algorithm == AlgorithmName::Auto {
+            let named = [
+                ("--slots", self.slots.is_some()),
+                ("--elastic", self.elastic),
+                ("--accelerate", self.accelerate),
+                ("--gap-every-epoch", self.gap_every_epoch),
+            ];
+            if let Some((flag, _)) = named.iter().find(|(_, given)| *given) {
+                return Err(LineaError::Usage(format!(
+                    "{flag} belongs to a named algorithm: pass --algorithm (auto chooses one from the data)"
+                )));
+            }
+        }
         let lbfgs = matches!(algorithm, AlgorithmName::Lbfgs | AlgorithmName::Hybrid);
         let online = matches!(algorithm, AlgorithmName::Hybrid | AlgorithmName::Ipm);
         if !lbfgs && self.memory.is_some() {
@@ -293,6 +315,8 @@ impl TrainArgs {
             data,
             model,
             algorithm,
+            chosen_by: None,
+            epochs_given: epochs.is_some(),
             loss,
             slots,
             local_passes,
@@ -307,7 +331,7 @@ impl TrainArgs {
             mixing,
             l2,
             l1,
-            epochs,
+            epochs: epochs.unwrap_or(train::DEFAULT_EPOCHS),
             tolerance,
             threads,
             seed,
@@ -655,7 +679,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
-            let options = args.options(threads, workers)?;
+            let options = args.options(threads, workers, AlgorithmArg::Auto)?;
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }
@@ -670,6 +694,13 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             wait_for_workers,
             wait_for_workers_timeout,
         } => {
+            if args.algorithm == Some(AlgorithmArg::Auto) {
+                return Err(LineaError::Usage(
+                    "--algorithm auto is `linea train`'s: a master runs a named algorithm (default scd, whose model \
+                     is the same for any worker count)"
+                        .into(),
+                ));
+            }
             let secret = JobSecret::load(secret_file.as_deref())?;
             // Kept until the master exits: its workers read their certificate from it.
             let mut own_folder = None;
@@ -685,7 +716,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let train = args.options(0, 0)?;
+            let train = args.options(0, 0, AlgorithmArg::Scd)?;
             let options = master::MasterOptions {
                 train,
                 listen,
@@ -813,8 +844,9 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     };
     let gap = summary.gap.map_or(String::new(), |g| format!(", relative duality gap {:.3e}", g.relative));
     println!(
-        "trained {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
+        "trained {} with {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
         options.model,
+        summary.algorithm,
         objective_text(summary.objective),
         summary.epochs,
         summary.seconds,

@@ -40,6 +40,8 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result
 }
 
 pub struct TrainSummary {
+    /// The algorithm that ran (`--algorithm auto`: the one it chose).
+    pub algorithm: &'static str,
     pub objective: f64,
     pub gap: Option<Gap>,
     pub epochs: u32,
@@ -72,6 +74,9 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
         return Err(LineaError::Usage(format!("--accelerate is Catalyst's outer loop around CoCoA; {name} has none")));
     }
     match options.algorithm {
+        AlgorithmName::Auto => Err(LineaError::Usage(
+            "--algorithm auto is chosen by `linea train` before a run starts; this run names no algorithm".into(),
+        )),
         AlgorithmName::Scd => {
             if options.elastic.is_some() {
                 return Err(LineaError::Usage(
@@ -148,6 +153,9 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AlgorithmName {
+    /// `linea train`'s default: one of the others, chosen from the data by [`resolve`]
+    /// before anything runs.
+    Auto,
     Scd,
     Cocoa,
     Lbfgs,
@@ -158,6 +166,7 @@ pub enum AlgorithmName {
 impl AlgorithmName {
     pub fn name(self) -> &'static str {
         match self {
+            AlgorithmName::Auto => "auto",
             AlgorithmName::Scd => "scd",
             AlgorithmName::Cocoa => "cocoa",
             AlgorithmName::Lbfgs => "lbfgs",
@@ -289,19 +298,21 @@ pub fn finish<A: Algorithm>(
             seed: options.seed,
             target_scale: scale,
             duality_gap: report.gap.map(|g| g.relative),
+            chosen_by: options.chosen_by.clone(),
         },
     };
     let model_bytes = render_model(&header, layout, &weights);
     storage::write_file(&options.model, &model_bytes)?;
     if let Some(path) = &options.trace {
-        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap,workers\n");
+        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n");
+        let name = algorithm.name();
         for p in &trace {
             let (gap, relative) =
                 p.gap.map_or((String::new(), String::new()), |g| (g.absolute.to_string(), g.relative.to_string()));
             let workers = p.workers.map_or(String::new(), |w| w.to_string());
             // A blank objective: the epoch's objective was not computed.
             let objective = if p.objective.is_nan() { String::new() } else { p.objective.to_string() };
-            csv.push_str(&format!("{},{:.6},{objective},{gap},{relative},{workers}\n", p.epoch, p.seconds));
+            csv.push_str(&format!("{},{:.6},{objective},{gap},{relative},{workers},{name}\n", p.epoch, p.seconds));
         }
         storage::write_file(path, csv.as_bytes())?;
     }
@@ -316,6 +327,7 @@ pub fn finish<A: Algorithm>(
         storage::write_file(path, plot::convergence_svg(&trace, &title).as_bytes())?;
     }
     Ok(TrainSummary {
+        algorithm: algorithm.name(),
         objective,
         gap: report.gap.map(unscale_gap),
         epochs: report.epoch,

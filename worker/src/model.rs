@@ -41,6 +41,10 @@ pub struct TrainingRecord {
     /// reports to the operator when it exits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duality_gap: Option<f64>,
+    /// Why `--algorithm auto` chose the header's algorithm ("auto: ..."; absent when the
+    /// algorithm was named, so those models are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<String>,
 }
 
 pub struct Model {

@@ -1,9 +1,11 @@
 //! `linea train`: an algorithm on a prepared grid, in this process on `--threads` threads,
 //! or with `--workers N` on the distributed runtime (a master and N worker processes here).
 
+use crate::choose;
 use crate::driver::{self, AlgorithmName, TrainSummary, WithAlgorithm};
 use crate::error::Result;
 use crate::gridload::{self, LoadedGrid};
+use crate::manifest::Manifest;
 use crate::progress::Progress;
 use crate::storage;
 use linea_engine::Loss;
@@ -15,11 +17,21 @@ use std::time::Instant;
 
 pub use crate::driver::EpochPoint;
 
+/// The epoch limit of a named algorithm when `--epochs` is not given.
+pub const DEFAULT_EPOCHS: u32 = 100;
+
 #[derive(Debug, Clone)]
 pub struct TrainOptions {
     pub data: String,
     pub model: String,
+    /// [`AlgorithmName::Auto`] until [`train`] resolves it from the grid.
     pub algorithm: AlgorithmName,
+    /// Why `--algorithm auto` chose `algorithm` ("auto: ..."), recorded in the model header
+    /// and the trace; `None` when the algorithm was named.
+    pub chosen_by: Option<String>,
+    /// Whether `epochs` was asked for; if not, `--algorithm auto` sets the chosen algorithm's
+    /// limit ([`linea_engine::choice::Choice::max_epochs`]).
+    pub epochs_given: bool,
     pub loss: Loss,
     /// CoCoA's K: the local problems the rows are split into (the model depends on it).
     pub slots: usize,
@@ -68,6 +80,8 @@ impl TrainOptions {
             data: data.to_string(),
             model: model.to_string(),
             algorithm: AlgorithmName::Scd,
+            chosen_by: None,
+            epochs_given: false,
             loss,
             slots: 1,
             local_passes: 1,
@@ -82,7 +96,7 @@ impl TrainOptions {
             mixing: Mixing::Uniform,
             l2: 1.0,
             l1: 0.0,
-            epochs: 100,
+            epochs: DEFAULT_EPOCHS,
             tolerance: 1e-9,
             threads: 1,
             seed: 0,
@@ -94,15 +108,27 @@ impl TrainOptions {
     }
 }
 
+/// Trains as `options` ask; `--algorithm auto` is resolved from the grid's manifest first
+/// ([`choose::resolve`]) and the choice printed.
 pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary> {
-    if options.workers > 0 {
-        return crate::runtime::embedded::train(options, progress);
-    }
     let started = Instant::now();
     let storage = storage::open(&options.data)?;
+    if options.workers > 0 {
+        let options = resolved(options, &Manifest::read(storage.as_ref())?, progress);
+        return crate::runtime::embedded::train(&options, progress);
+    }
     let loaded = gridload::load(storage.as_ref(), options.loss)?;
     driver::describe_grid(&loaded.layout, &options.data, started, progress);
+    let options = &resolved(options, &loaded.layout.manifest, progress);
     driver::with_algorithm(options, &loaded.layout, InProcess { options, loaded: &loaded, progress })
+}
+
+fn resolved(options: &TrainOptions, manifest: &Manifest, progress: &Progress) -> TrainOptions {
+    let options = choose::resolve(options, manifest);
+    if let Some(why) = &options.chosen_by {
+        progress.always(&format!("algorithm {} ({why})", options.algorithm.name()));
+    }
+    options
 }
 
 /// Trains in this process on the grid in memory.

@@ -306,7 +306,8 @@ fn chaos_soak_leaves_the_model_bytes_unchanged() {
     assert!(out.status.success(), "prepare: {}", String::from_utf8_lossy(&out.stderr));
 
     // The undisturbed run: one process, the grid read from the server directly.
-    let params: Vec<String> = ["--tolerance", "1e-6"].map(String::from).to_vec();
+    // SCD, named: `linea train` would choose its algorithm, the master runs SCD.
+    let params: Vec<String> = ["--algorithm", "scd", "--tolerance", "1e-6"].map(String::from).to_vec();
     let reference_dir = tempfile::tempdir().unwrap();
     let (reference, trace) = (path(reference_dir.path(), "model"), path(reference_dir.path(), "trace.csv"));
     let mut args = vec!["train", "--data", &grid, "--model", &reference, "--trace", &trace, "--threads", "2"];

@@ -89,7 +89,9 @@ fn every_shared_dataset_goes_through_prepare_train_eval() {
         let mut args = vec!["prepare", "--input", &input, "--output", &grid];
         args.extend_from_slice(set.prepare);
         ok(&args);
-        let trained = ok(&["train", "--data", &grid, "--model", &model, "--loss", set.loss, "--tolerance", "1e-9"]);
+        // SCD named: its printed objective is the exact fixed-point sum that eval recomputes.
+        let args = ["--algorithm", "scd", "--loss", set.loss, "--tolerance", "1e-9"];
+        let trained = ok(&[&["train", "--data", &grid, "--model", &model][..], &args].concat());
         let objective: f64 =
             trained.split("objective ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
         // Evaluating the training grid gives back the training objective, bit for bit as printed.
@@ -129,7 +131,8 @@ fn models_are_identical_bytes_whatever_the_thread_count() {
     let mut models = Vec::new();
     for (i, threads) in ["1", "2", "3", "2"].iter().enumerate() {
         let model = path(dir.path(), &format!("model-{i}"));
-        ok(&["train", "--data", &grid, "--model", &model, "--loss", "squared", "--threads", threads, "--epochs", "15"]);
+        let args = ["--algorithm", "scd", "--loss", "squared", "--threads", threads, "--epochs", "15"];
+        ok(&[&["train", "--data", &grid, "--model", &model][..], &args].concat());
         models.push(std::fs::read(&model).unwrap());
     }
     assert!(models.windows(2).all(|w| w[0] == w[1]), "model bytes differ between runs");
@@ -144,16 +147,16 @@ fn predict_writes_one_probability_per_example_and_train_writes_plot_and_trace() 
     let (plot, trace, scores) =
         (path(dir.path(), "plot.svg"), path(dir.path(), "trace.csv"), path(dir.path(), "scores"));
     ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
-    ok(&["train", "--data", &grid, "--model", &model, "--plot", &plot, "--trace", &trace]);
+    ok(&["train", "--data", &grid, "--model", &model, "--plot", &plot, "--trace", &trace, "--algorithm", "scd"]);
     ok(&["predict", "--model", &model, "--input", &data("a9a/a9a.test.libsvm"), "--output", &scores]);
     let scores: Vec<f64> = std::fs::read_to_string(&scores).unwrap().lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(scores.len(), 16281);
     assert!(scores.iter().all(|&p| (0.0..=1.0).contains(&p)));
     let trace = std::fs::read_to_string(&trace).unwrap();
     let objectives: Vec<f64> = trace.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
-    assert!(trace.starts_with("epoch,seconds,objective,gap,relative_gap,workers\n") && objectives.len() > 3);
+    assert!(trace.starts_with("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n") && objectives.len() > 3);
     assert!(
-        trace.lines().skip(1).all(|l| l.ends_with(",,,")),
+        trace.lines().skip(1).all(|l| l.ends_with(",,,scd")),
         "SCD has no duality gap nor wanted worker count: {trace}"
     );
     assert!(objectives.windows(2).all(|w| w[1] <= w[0]), "per-epoch objective must not rise: {objectives:?}");
@@ -247,6 +250,71 @@ fn predict_scores_unlabelled_vw_examples_that_eval_refuses() {
     assert_eq!(scores, std::fs::read_to_string(&with_labels).unwrap(), "a label must not change a score");
     let err = refused(&["eval", "--model", &model, "--data", &input]);
     assert!(err.contains("new.vw:1: missing label"), "{err}");
+}
+
+/// The model lines of a model file: everything after the header.
+fn weights(model: &str) -> String {
+    let text = std::fs::read_to_string(model).unwrap();
+    text.split_once('\n').unwrap().1.to_string()
+}
+
+#[test]
+fn train_chooses_its_algorithm_from_the_data_says_which_and_records_it() {
+    // One set for each of the rule's data cases (docs/algorithms.md, "When to pick which").
+    let sets = [
+        ("rcv1-small/rcv1_small.vw", "vw", "cocoa", "1000"),
+        ("a9a/a9a.train.libsvm", "libsvm", "lbfgs", "1000"),
+        ("higgs-sample/higgs.train.tsv", "csv", "scd", "100"),
+    ];
+    for (input, format, chosen, epochs) in sets {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = path(dir.path(), "grid");
+        ok(&["prepare", "--input", &data(input), "--format", format, "--output", &grid]);
+        let mut models = Vec::new();
+        for threads in ["1", "2"] {
+            let (model, trace) = (path(dir.path(), &format!("auto-{threads}")), path(dir.path(), "trace.csv"));
+            let out = ok(&["train", "--data", &grid, "--model", &model, "--threads", threads, "--trace", &trace]);
+            assert!(out.contains(&format!(" with {chosen}: objective ")), "{input}: {out}");
+            // The model is a model of this objective: eval gives back what training printed
+            // (to the last digits: the algorithms sum in their own order).
+            let printed: f64 =
+                out.split("objective ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+            let evaluated = metric(&ok(&["eval", "--model", &model, "--data", &grid]), "objective");
+            assert!((evaluated - printed).abs() <= 1e-10 * printed, "{input}: {evaluated} against {printed}");
+            let header = std::fs::read_to_string(&model).unwrap().lines().next().unwrap().to_string();
+            assert!(header.contains(&format!("\"algorithm\":\"{chosen}\"")), "{input}: {header}");
+            assert!(header.contains("\"chosen_by\":\"auto: "), "{input}: {header}");
+            let trace = std::fs::read_to_string(&trace).unwrap();
+            assert!(trace.lines().skip(1).all(|l| l.ends_with(&format!(",{chosen}"))), "{input}: {trace}");
+            models.push(std::fs::read(&model).unwrap());
+        }
+        assert_eq!(models[0], models[1], "{input}: the choice and the model do not depend on the thread count");
+        // The same run as naming the algorithm with the choice's epoch limit: the same weights
+        // (the header differs by the recorded choice only).
+        let named = path(dir.path(), "named");
+        ok(&["train", "--data", &grid, "--model", &named, "--algorithm", chosen, "--epochs", epochs]);
+        assert_eq!(weights(&named), weights(&path(dir.path(), "auto-1")), "{input}");
+        assert!(
+            !std::fs::read_to_string(&named).unwrap().contains("chosen_by"),
+            "{input}: a named run records no choice"
+        );
+    }
+}
+
+#[test]
+fn auto_refuses_the_flags_of_one_algorithm_and_a_master_never_chooses() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    ok(&["prepare", "--input", &data("rcv1-small/rcv1_small.vw"), "--format", "vw", "--output", &grid]);
+    let model = path(dir.path(), "m");
+    for flag in [&["--slots", "2"][..], &["--elastic"], &["--accelerate"], &["--gap-every-epoch"], &["--memory", "3"]] {
+        let err = refused(&[&["train", "--data", &grid, "--model", &model][..], flag].concat());
+        assert!(err.contains(flag[0]) && err.contains("auto"), "{flag:?}: {err}");
+    }
+    assert!(!Path::new(&model).exists(), "no model from a refused run");
+    let err =
+        refused(&["master", "--data", &grid, "--model", &model, "--listen", "127.0.0.1:0", "--algorithm", "auto"]);
+    assert!(err.contains("--algorithm auto is `linea train`'s"), "{err}");
 }
 
 #[test]

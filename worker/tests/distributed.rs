@@ -32,10 +32,15 @@ fn models_are_identical_for_1_2_3_and_5_workers_and_one_process() {
     for (input, format, loss, rows) in sets {
         let dir = tempfile::tempdir().unwrap();
         let grid = prepare_grid(dir.path(), input, format, rows);
-        let local = train(dir.path(), &grid, "local", &["--loss", loss, "--threads", "2"]);
+        // SCD named: --algorithm auto may choose CoCoA in one process (K = 1) and never with workers.
+        let local = train(dir.path(), &grid, "local", &["--algorithm", "scd", "--loss", loss, "--threads", "2"]);
         for workers in ["1", "2", "3", "5"] {
-            let distributed =
-                train(dir.path(), &grid, workers, &["--loss", loss, "--workers", workers, "--threads", "2"]);
+            let distributed = train(
+                dir.path(),
+                &grid,
+                workers,
+                &["--algorithm", "scd", "--loss", loss, "--workers", workers, "--threads", "2"],
+            );
             assert!(distributed == local, "{input}: {workers} workers gave another model than one process");
         }
     }

@@ -19,7 +19,7 @@ struct TracePoint {
 fn read_trace(file: &str) -> Vec<TracePoint> {
     let text = std::fs::read_to_string(file).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("epoch,seconds,objective,gap,relative_gap,workers"));
+    assert_eq!(lines.next(), Some("epoch,seconds,objective,gap,relative_gap,workers,algorithm"));
     lines
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();

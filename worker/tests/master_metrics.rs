@@ -138,6 +138,9 @@ fn train_with_workers_serves_its_in_process_masters_metrics() {
         "2",
         "--threads",
         "2",
+        // SCD named: it runs every epoch asked for (--algorithm auto's choice may stop sooner).
+        "--algorithm",
+        "scd",
         "--epochs",
         "1000000",
         "--tolerance",

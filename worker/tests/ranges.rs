@@ -128,6 +128,10 @@ fn train_both_ways(dir: &Path, grid: &str, loss: &str) -> Result<f64, String> {
             "1e-13",
             "--epochs",
             "400",
+            // SCD's fixed-point ranges are what is tested, and --algorithm auto would pick
+            // another algorithm in one process than with workers.
+            "--algorithm",
+            "scd",
             "--workers",
             workers,
             "--threads",

@@ -108,6 +108,7 @@ proptest! {
         l2 in 0.0f64..1e6,
         objective in any::<f64>().prop_filter("finite", |v| v.is_finite()),
         gap in prop::option::of(0.0f64..1.0),
+        chosen_by in prop::option::of("\\PC{0,60}"),
         epochs in any::<u32>(),
         seed in any::<u64>(),
     ) {
@@ -120,7 +121,7 @@ proptest! {
             spec: libsvm_spec(),
             training: TrainingRecord {
                 rows: 7, nnz: 9, epochs, objective, tolerance: 1e-9, seed,
-                target_scale: Default::default(), duality_gap: gap,
+                target_scale: Default::default(), duality_gap: gap, chosen_by,
             },
         };
         let entries: Vec<(&str, &str, f64)> = weights.iter().map(|((v, k), &w)| (v.as_str(), k.as_str(), w)).collect();

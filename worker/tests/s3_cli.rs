@@ -70,7 +70,7 @@ fn reference() -> &'static Reference {
             None,
             &[],
         );
-        ok(&["train", "--data", grid, "--model", model, "--threads", "2"], None, &[]);
+        ok(&["train", "--data", grid, "--model", model, "--threads", "2", "--algorithm", "scd"], None, &[]);
         Reference {
             model: std::fs::read(model).unwrap(),
             manifest: std::fs::read(dir.path().join("grid/manifest.json")).unwrap(),
@@ -89,7 +89,7 @@ fn run_on_s3(endpoint: &str, prefix: &str, extra: &[(&str, &str)]) -> (String, S
     let commands: [&[&str]; 3] = [
         &["prepare", "--input", &train, "--format", "libsvm", "--output", &grid, "--rows-per-shard", ROWS_PER_SHARD],
         // Several workers: a master here and two worker processes, all reading S3.
-        &["train", "--data", &grid, "--model", &model, "--threads", "2", "--workers", "2"],
+        &["train", "--data", &grid, "--model", &model, "--threads", "2", "--workers", "2", "--algorithm", "scd"],
         &["eval", "--model", &model, "--data", &grid],
     ];
     let outputs = commands.map(|args| {
@@ -229,8 +229,9 @@ fn a_master_that_lost_storage_resumes_from_its_last_checkpoint_once_storage_is_b
     use linea_worker::runtime::client;
     let dir = tempfile::tempdir().unwrap();
     let train = data("a9a/a9a.train.libsvm");
-    // A fixed number of epochs (tolerance 0), long enough to stop the server mid-run.
-    let params = ["--epochs", "300", "--tolerance", "0"];
+    // A fixed number of epochs (tolerance 0), long enough to stop the server mid-run; SCD
+    // named, as the master runs it (`linea train` would choose its algorithm).
+    let params = ["--algorithm", "scd", "--epochs", "300", "--tolerance", "0"];
     let local_grid = dir.path().join("grid").to_string_lossy().into_owned();
     let local_model = dir.path().join("model").to_string_lossy().into_owned();
     ok(

@@ -113,6 +113,9 @@ fn train_with_workers_keeps_its_own_secret_and_keys_out_of_logs_and_the_process_
         "2",
         "--threads",
         "2",
+        // SCD named: it runs every epoch asked for (--algorithm auto's choice may stop sooner).
+        "--algorithm",
+        "scd",
         "--epochs",
         "40",
         "--tolerance",

@@ -175,7 +175,8 @@ impl A9aRun {
     /// made for a free loopback address.
     pub fn start(dir: &Path, cluster: impl FnOnce(&str) -> Cluster) -> A9aRun {
         let grid = prepare_grid(dir, "a9a/a9a.train.libsvm", "libsvm", "2000");
-        let params = ["--epochs", "300", "--tolerance", "0"];
+        // SCD, named: `linea train` would choose its algorithm, the master runs SCD.
+        let params = ["--algorithm", "scd", "--epochs", "300", "--tolerance", "0"];
         let reference = path(dir, "reference");
         ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
         let (model, checkpoint) = (path(dir, "model"), path(dir, "checkpoint"));

@@ -1,0 +1,211 @@
+//! `linea train --algorithm auto`: which algorithm to run, from the problem alone.
+//!
+//! The rule is a pure function of properties of the DATA (rows, features, non-zeros, the
+//! largest |value|) and of the parameters (loss, l2, l1, whether a distributed runtime runs
+//! it), never of the machine (cores, load, memory): the same grid and flags choose the same
+//! algorithm, hence the same model bytes, on every machine. It was fitted to measurements
+//! (docs/benchmarks.md, "Choosing the algorithm"; docs/algorithms.md, "When to pick
+//! which") and says in [`Choice::reason`] which of its cases decided.
+
+use crate::loss::Loss;
+
+/// What the rule can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Scalable Coordinate Descent.
+    Scd,
+    /// CoCoA+ with one slot (K = 1): SDCA on the whole problem.
+    Cocoa,
+    /// L-BFGS on exact batch gradients, Jacobi-preconditioned.
+    Lbfgs,
+}
+
+/// The properties of a problem the rule reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Problem {
+    pub rows: u64,
+    /// Non-zeros of the grid, the bias column's included.
+    pub nnz: u64,
+    /// Features (model weights), the bias included.
+    pub features: u64,
+    /// The largest |value| of any feature (1 for one-hot and binary data).
+    pub max_abs: f64,
+    pub loss: Loss,
+    pub l2: f64,
+    pub l1: f64,
+    /// Workers of a distributed runtime serve the run (`linea train --workers N`): only
+    /// algorithms whose model is the same for any worker count are picked.
+    pub distributed: bool,
+}
+
+/// The rule's answer and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub algorithm: Algorithm,
+    /// The epoch limit when the run names none: SCD's default of 100, and 1,000 for CoCoA and
+    /// L-BFGS, whose epochs are cheaper and more numerous (L-BFGS reached 1e-6 on a9a after
+    /// 102 iterations, CoCoA on movielens after 83 epochs).
+    pub max_epochs: u32,
+    pub reason: String,
+}
+
+/// [`Choice::max_epochs`] of SCD, and of the others.
+pub const SCD_EPOCHS: u32 = 100;
+pub const OTHER_EPOCHS: u32 = 1000;
+
+/// At least this share of a row's features non-zero on average: few dense columns, as
+/// protein-kdd2004 (74 of 75) and higgs (27 of 29). SCD's coarse correction then takes a
+/// Newton step in a subspace that holds nearly every feature (one block per column), which
+/// L-BFGS and CoCoA cannot match on correlated, unscaled columns.
+pub const DENSE_FILL: f64 = 0.5;
+
+/// From this many non-zeros per feature (per unit of `l2`) on, every weight is determined by
+/// many rows and the Hessian's diagonal says most of its conditioning: L-BFGS with the Jacobi
+/// preconditioner needs few passes (a9a, w8a, adult).
+pub const LBFGS_NNZ_PER_FEATURE: f64 = 1000.0;
+
+/// Values at most this large count as scaled (binary, one-hot or normalized rows). CoCoA's
+/// dual steps slow down with the rows' squared norms against `l2`: on adult's raw columns
+/// (|x| up to 1.5e6) and protein's it did not reach 1e-3 at all.
+pub const SCALED_MAX_ABS: f64 = 1.0;
+
+impl Problem {
+    /// The share of a row's features that are non-zero, on average.
+    pub fn fill(&self) -> f64 {
+        self.nnz as f64 / (self.rows.max(1) as f64 * self.features.max(1) as f64)
+    }
+
+    /// Non-zeros per feature, in units of `l2`: how many rows determine a weight against how
+    /// strongly the regularizer pulls it to 0.
+    pub fn nnz_per_feature(&self) -> f64 {
+        self.nnz as f64 / self.features.max(1) as f64 / self.l2.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The algorithm `linea train --algorithm auto` runs for `problem`: the first case that
+/// applies decides.
+pub fn choose(problem: &Problem) -> Choice {
+    let pick = |algorithm, reason: String| {
+        let max_epochs = if algorithm == Algorithm::Scd { SCD_EPOCHS } else { OTHER_EPOCHS };
+        Choice { algorithm, max_epochs, reason }
+    };
+    let (fill, density) = (problem.fill(), problem.nnz_per_feature());
+    if problem.l1 > 0.0 {
+        return pick(Algorithm::Scd, "l1 > 0: only scd minimizes an L1 penalty".into());
+    }
+    if problem.loss == Loss::Hinge {
+        return pick(Algorithm::Cocoa, "hinge loss: only cocoa trains it to the optimum".into());
+    }
+    if fill >= DENSE_FILL {
+        return pick(Algorithm::Scd, format!("dense rows ({:.0}% of the features): scd", 100.0 * fill));
+    }
+    if density >= LBFGS_NNZ_PER_FEATURE {
+        return pick(
+            Algorithm::Lbfgs,
+            format!("{density:.0} non-zeros per feature and unit of l2 (>= {LBFGS_NNZ_PER_FEATURE}): lbfgs"),
+        );
+    }
+    let few = format!("{density:.0} non-zeros per feature and unit of l2 (< {LBFGS_NNZ_PER_FEATURE})");
+    if problem.max_abs > SCALED_MAX_ABS {
+        return pick(Algorithm::Scd, format!("{few}, values up to {:e} (> {SCALED_MAX_ABS}): scd", problem.max_abs));
+    }
+    if problem.distributed {
+        return pick(
+            Algorithm::Scd,
+            format!(
+                "{few}, values within {SCALED_MAX_ABS}, distributed: scd (cocoa's model would depend on the slots)"
+            ),
+        );
+    }
+    pick(Algorithm::Cocoa, format!("{few}, values within {SCALED_MAX_ABS}: cocoa with one slot"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The manifests' figures of the shared sets (rows, non-zeros and features with the
+    /// bias, the largest |value|) as `linea prepare` makes them.
+    fn set(name: &str) -> Problem {
+        let (rows, nnz, features, max_abs, loss) = match name {
+            "a9a" => (32_560, 484_138, 123, 1.0, Loss::Logistic),
+            "w8a" => (49_749, 629_335, 301, 1.0, Loss::Logistic),
+            "rcv1-small" => (1_000, 78_739, 9_739, 1.0, Loss::Logistic),
+            "criteo-sample" => (7_200, 247_015, 34_691, 1.0, Loss::Logistic),
+            "higgs-sample" => (7_000, 187_489, 29, 13.098, Loss::Logistic),
+            "adult" => (48_842, 641_263, 109, 1_490_400.0, Loss::Logistic),
+            "protein-kdd2004" => (145_751, 10_846_553, 75, 64_129.4, Loss::Logistic),
+            "movielens-100k" => (100_000, 1_012_595, 3_130, 1.0, Loss::Squared),
+            other => panic!("no set {other}"),
+        };
+        Problem { rows, nnz, features, max_abs, loss, l2: 1.0, l1: 0.0, distributed: false }
+    }
+
+    #[test]
+    fn the_shared_sets_get_the_algorithm_that_was_fastest_on_them() {
+        // docs/benchmarks.md, "Choosing the algorithm": the winner of each set at l2 = 1.
+        for (name, fastest) in [
+            ("a9a", Algorithm::Lbfgs),
+            ("w8a", Algorithm::Lbfgs),
+            ("adult", Algorithm::Lbfgs),
+            ("rcv1-small", Algorithm::Cocoa),
+            ("criteo-sample", Algorithm::Cocoa),
+            ("movielens-100k", Algorithm::Cocoa),
+            ("higgs-sample", Algorithm::Scd),
+            ("protein-kdd2004", Algorithm::Scd),
+        ] {
+            let choice = choose(&set(name));
+            assert_eq!(choice.algorithm, fastest, "{name}: {}", choice.reason);
+            let epochs = if fastest == Algorithm::Scd { SCD_EPOCHS } else { OTHER_EPOCHS };
+            assert_eq!(choice.max_epochs, epochs, "{name}");
+        }
+    }
+
+    #[test]
+    fn l1_and_hinge_go_to_the_only_algorithm_that_solves_them() {
+        for name in ["a9a", "rcv1-small", "protein-kdd2004"] {
+            assert_eq!(choose(&Problem { l1: 0.5, ..set(name) }).algorithm, Algorithm::Scd, "{name}");
+            let hinge = Problem { loss: Loss::Hinge, ..set(name) };
+            assert_eq!(choose(&hinge).algorithm, Algorithm::Cocoa, "{name}");
+            assert_eq!(choose(&Problem { distributed: true, ..hinge }).algorithm, Algorithm::Cocoa, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_distributed_run_never_gets_an_algorithm_whose_model_depends_on_the_slots() {
+        for name in ["a9a", "w8a", "rcv1-small", "criteo-sample", "higgs-sample", "adult", "protein-kdd2004"] {
+            for l2 in [1e-3, 1.0, 1e3] {
+                let choice = choose(&Problem { distributed: true, l2, ..set(name) });
+                assert_ne!(choice.algorithm, Algorithm::Cocoa, "{name} l2 {l2}: {}", choice.reason);
+            }
+        }
+        // Where one process would run CoCoA, workers run SCD, and say why.
+        let choice = choose(&Problem { distributed: true, ..set("rcv1-small") });
+        assert_eq!(choice.algorithm, Algorithm::Scd);
+        assert!(choice.reason.contains("distributed"), "{}", choice.reason);
+    }
+
+    #[test]
+    fn without_l2_cocoa_which_needs_it_is_never_chosen() {
+        for name in ["rcv1-small", "criteo-sample", "movielens-100k"] {
+            let choice = choose(&Problem { l2: 0.0, ..set(name) });
+            assert_ne!(choice.algorithm, Algorithm::Cocoa, "{name}: {}", choice.reason);
+        }
+    }
+
+    #[test]
+    fn unscaled_values_keep_sparse_data_away_from_cocoa() {
+        let choice = choose(&Problem { max_abs: 40.0, ..set("criteo-sample") });
+        assert_eq!(choice.algorithm, Algorithm::Scd, "{}", choice.reason);
+        // An unknown range (an old grid) counts as unscaled.
+        let choice = choose(&Problem { max_abs: f64::INFINITY, ..set("rcv1-small") });
+        assert_eq!(choice.algorithm, Algorithm::Scd, "{}", choice.reason);
+    }
+
+    #[test]
+    fn the_choice_and_its_reason_depend_on_the_problem_only() {
+        let problem = set("criteo-sample");
+        assert_eq!(choose(&problem), choose(&problem.clone()));
+        assert!(choose(&problem).reason.contains("cocoa"), "{}", choose(&problem).reason);
+    }
+}
