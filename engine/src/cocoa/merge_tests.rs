@@ -169,7 +169,8 @@ fn damaged_parts_are_refused() {
     let part = |rows: &SlotRows| new.decode_part(&encode(rows));
     assert!(part(&rows).is_ok());
     let features = new.features() as u32;
-    let damages: Vec<(&str, Box<dyn Fn(&mut SlotRows)>)> = vec![
+    type Damage = Box<dyn Fn(&mut SlotRows)>;
+    let damages: Vec<(&str, Damage)> = vec![
         ("a row too many", Box::new(|r| r.targets.push(1.0))),
         ("a local feature out of range", Box::new(|r| r.features[0] = r.globals.len() as u32)),
         ("a global feature out of range", Box::new(move |r| *r.globals.last_mut().unwrap() = features)),
