@@ -1,6 +1,7 @@
 //! Benchmarks of linea. The binaries are run by `bench/*.sh`; see docs/benchmarks.md.
 
 pub mod elastic_run;
+pub mod scale_in;
 pub mod slot_clock;
 
 /// A benchmark set named on the command line as `NAME=GRID`: its name in the tables and the

@@ -172,11 +172,8 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
 #[test]
 fn released_workers_killed_at_the_scale_in_leave_the_model_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "rcv1-small/rcv1_small.vw", "vw", "500");
-    let l2 = chicle_l2(1000);
-    let params = [&ELASTIC_HINGE[..], &["--l2", &l2, "--epochs", "20000"]].concat();
-    let reference = path(dir.path(), "reference");
-    ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
+    let (grid, l2, reference) = rcv1_with_reference(dir.path());
+    let params = rcv1_params(&l2);
 
     let listen = format!("127.0.0.1:{}", free_port());
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
@@ -213,11 +210,8 @@ fn released_workers_killed_at_the_scale_in_leave_the_model_unchanged() {
 #[test]
 fn a_master_waiting_for_workers_that_never_come_starts_with_those_there() {
     let dir = tempfile::tempdir().unwrap();
-    let grid = prepare_grid(dir.path(), "rcv1-small/rcv1_small.vw", "vw", "500");
-    let l2 = chicle_l2(1000);
-    let params = [&ELASTIC_HINGE[..], &["--l2", &l2, "--epochs", "20000"]].concat();
-    let reference = path(dir.path(), "reference");
-    ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &params[..]].concat());
+    let (grid, l2, reference) = rcv1_with_reference(dir.path());
+    let params = rcv1_params(&l2);
 
     let listen = format!("127.0.0.1:{}", free_port());
     let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
@@ -227,4 +221,19 @@ fn a_master_waiting_for_workers_that_never_come_starts_with_those_there() {
     let log = job.finish();
     assert!(log.contains("of the 8 workers waited for: the others did not join within 1s"), "{log}");
     assert!(std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(), "other bytes than one process");
+}
+
+/// Elastic hinge parameters at Chicle's lambda `l2` for rcv1-small.
+fn rcv1_params(l2: &str) -> Vec<&str> {
+    [&ELASTIC_HINGE[..], &["--l2", l2, "--epochs", "20000"]].concat()
+}
+
+/// rcv1-small's grid, Chicle's lambda as `l2`, and the model one process trains with
+/// [`rcv1_params`] (the bytes every distributed run must give).
+fn rcv1_with_reference(dir: &std::path::Path) -> (String, String, String) {
+    let grid = prepare_grid(dir, "rcv1-small/rcv1_small.vw", "vw", "500");
+    let l2 = chicle_l2(1000);
+    let reference = path(dir, "reference");
+    ok(&[&["train", "--data", &grid, "--model", &reference, "--threads", "2"], &rcv1_params(&l2)[..]].concat());
+    (grid, l2, reference)
 }

@@ -12,10 +12,11 @@
 //! secret checked as on every job RPC; storage is the grid's local folder (a warm page
 //! cache: S3 would be slower). Each merged slot is checked equal to the gathered one.
 
+use linea_bench::scale_in::{self, hinge_kernel};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, GridSource, Kernel};
-use linea_engine::cocoa::{Cocoa, CocoaConfig, CocoaKernel, SlotState};
-use linea_engine::grid::{Cell, InMemoryGrid};
+use linea_engine::algorithm::{GridSource, Kernel};
+use linea_engine::cocoa::{CocoaKernel, SlotState};
+use linea_engine::grid::Cell;
 use linea_proto::auth::JobSecret;
 use linea_proto::client::{Expect, Timeouts};
 use linea_proto::peer::PeerBackend;
@@ -42,21 +43,8 @@ fn parse() -> Result<Args, String> {
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
-            "--repeats" => {
-                args.repeats = value("--repeats")?.parse().map_err(|e| format!("--repeats: {e}"))?;
-                if args.repeats == 0 {
-                    return Err("--repeats must be at least 1".into());
-                }
-            }
-            "--path" => {
-                args.path = value("--path")?
-                    .split(',')
-                    .map(|k| k.parse().map_err(|e| format!("--path {k}: {e}")))
-                    .collect::<Result<_, _>>()?;
-                if args.path.len() < 2 || args.path.windows(2).any(|w| w[1] == 0 || w[0] % w[1] != 0) {
-                    return Err("--path must be slot counts each dividing the one before, e.g. 16,4,1".into());
-                }
-            }
+            "--repeats" => args.repeats = scale_in::repeats(&value("--repeats")?)?,
+            "--path" => args.path = scale_in::path(&value("--path")?)?,
             _ => args.sets.push(linea_bench::named_grid(&arg)?),
         }
     }
@@ -64,14 +52,6 @@ fn parse() -> Result<Args, String> {
         return Err("no set: expected NAME=GRID".into());
     }
     Ok(args)
-}
-
-fn kernel(grid: &InMemoryGrid, slots: u32, partitions: u32) -> Result<CocoaKernel, String> {
-    let err = |e: linea_engine::EngineError| e.to_string();
-    let config = CocoaConfig::new(Loss::Hinge, 1.0, slots, 1, 1, 1e-6, 0)
-        .and_then(|c| c.with_partitions(partitions))
-        .map_err(err)?;
-    Ok(Cocoa::for_grid(config, grid).map_err(err)?.kernel().clone())
 }
 
 /// The grid as a worker with an empty cache reads it: every cell from storage, counted.
@@ -172,11 +152,11 @@ fn main() {
         let loaded = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge)
             .unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let grid = loaded.grid;
-        let mut old = kernel(&grid, args.path[0], partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
+        let mut old = hinge_kernel(&grid, args.path[0], partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let mut states: Vec<SlotState> =
             (0..old.units()).map(|u| old.fresh(u, &grid).unwrap_or_else(|e| fail(format!("{name}: {e}")))).collect();
         for &slots in &args.path[1..] {
-            let new = kernel(&grid, slots, partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
+            let new = hinge_kernel(&grid, slots, partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
             let holders = Arc::new(Holders {
                 kernel: old.clone(),
                 states: Mutex::new(std::mem::take(&mut states)),

@@ -10,11 +10,11 @@
 //! numbers are the minimum over the repeats (the least disturbed by other load).
 
 use linea_bench::elastic_run::without_bias;
+use linea_bench::scale_in::{self, hinge_kernel};
 use linea_bench::slot_clock::thread_cpu_seconds;
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, Kernel};
-use linea_engine::cocoa::{Cocoa, CocoaConfig, CocoaKernel, SlotState};
-use linea_engine::grid::InMemoryGrid;
+use linea_engine::algorithm::Kernel;
+use linea_engine::cocoa::SlotState;
 use linea_worker::gridload;
 use linea_worker::storage::LocalStorage;
 
@@ -32,21 +32,8 @@ fn parse() -> Result<Args, String> {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--no-bias" => args.no_bias = true,
-            "--repeats" => {
-                args.repeats = value("--repeats")?.parse().map_err(|e| format!("--repeats: {e}"))?;
-                if args.repeats == 0 {
-                    return Err("--repeats must be at least 1".into());
-                }
-            }
-            "--path" => {
-                args.path = value("--path")?
-                    .split(',')
-                    .map(|k| k.parse().map_err(|e| format!("--path {k}: {e}")))
-                    .collect::<Result<_, _>>()?;
-                if args.path.len() < 2 || args.path.windows(2).any(|w| w[1] == 0 || w[0] % w[1] != 0) {
-                    return Err("--path must be slot counts each dividing the one before, e.g. 16,4,1".into());
-                }
-            }
+            "--repeats" => args.repeats = scale_in::repeats(&value("--repeats")?)?,
+            "--path" => args.path = scale_in::path(&value("--path")?)?,
             _ => args.sets.push(linea_bench::named_grid(&arg)?),
         }
     }
@@ -54,14 +41,6 @@ fn parse() -> Result<Args, String> {
         return Err("no set: expected NAME=GRID".into());
     }
     Ok(args)
-}
-
-fn kernel(grid: &InMemoryGrid, slots: u32, partitions: u32) -> Result<CocoaKernel, String> {
-    let err = |e: linea_engine::EngineError| e.to_string();
-    let config = CocoaConfig::new(Loss::Hinge, 1.0, slots, 1, 1, 1e-6, 0)
-        .and_then(|c| c.with_partitions(partitions))
-        .map_err(err)?;
-    Ok(Cocoa::for_grid(config, grid).map_err(err)?.kernel().clone())
 }
 
 /// Thread CPU seconds of `work`, and its result.
@@ -89,11 +68,11 @@ fn main() {
         let loaded = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge)
             .unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let grid = if args.no_bias { without_bias(loaded) } else { loaded.grid };
-        let mut old = kernel(&grid, args.path[0], partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
+        let mut old = hinge_kernel(&grid, args.path[0], partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let mut states: Vec<SlotState> =
             (0..old.units()).map(|u| old.fresh(u, &grid).unwrap_or_else(|e| fail(format!("{name}: {e}")))).collect();
         for &slots in &args.path[1..] {
-            let new = kernel(&grid, slots, partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
+            let new = hinge_kernel(&grid, slots, partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
             let (mut gather, mut merge) = (f64::INFINITY, f64::INFINITY);
             let mut merged = Vec::new();
             for _ in 0..args.repeats {
