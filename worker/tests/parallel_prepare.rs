@@ -6,23 +6,16 @@
 //! prepared once as one range on one thread and again cut into ranges of a few bytes on one,
 //! two and three threads.
 
+mod common;
+
+use common::spec;
+use linea_worker::input::Format;
 use linea_worker::input::ranges::RANGE_BYTES;
-use linea_worker::input::{FeatureSpec, Format};
 use linea_worker::prepare::{PrepareOptions, prepare};
 use linea_worker::progress::Progress;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-fn spec(format: Format) -> FeatureSpec {
-    FeatureSpec {
-        format,
-        label: None,
-        positive: None,
-        numeric: FeatureSpec::default_numeric(format),
-        ignore: Vec::new(),
-    }
-}
 
 /// Every file under `dir`, by relative path.
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
