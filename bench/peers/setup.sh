@@ -13,6 +13,12 @@ venv="$cache/bench-venv-$hash"
 py="${PYTHON:-python3}"
 log() { echo "[peers/setup] $*" >&2; }
 
+# One setup at a time: a second run (another benchmark started meanwhile) would delete the
+# venv the first is installing, and apt-get refuses a second dpkg lock. It waits here instead.
+mkdir -p "$cache"
+exec 9>"$cache/bench-venv.lock"
+flock 9
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 
 apt_install() {   # apt_install PKG... ; runs apt-get update once if the first try fails
