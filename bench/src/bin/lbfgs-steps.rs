@@ -2,8 +2,9 @@
 //! the step length it accepted, and its seconds — the figures that say whether a choice of
 //! the initial inverse Hessian `H0` pays in passes, not only in iterations.
 //!
-//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE]`: loads a
-//! prepared grid (logistic loss, l2 = 1, memory 15; the hybrid with K = 4 slots, rate
+//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY]]`:
+//! loads a prepared grid (logistic loss, l2 = 1, memory MEMORY, default 15 as `linea
+//! train`'s; the hybrid with K = 4 slots, rate
 //! 0.5, seed 0, as `linea train` defaults), runs EPOCHS epochs in one thread and prints one
 //! line per epoch: the objective, its error relative to REFERENCE (if given), the batch
 //! passes the epoch made, the accepted step `t` along the direction `d` the state gave
@@ -21,9 +22,10 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (grid, mode, precondition, refresh, epochs, reference) = match args.as_slice() {
-        [_, g, m, p, r, e] => (g, m, p, r, e, None),
-        [_, g, m, p, r, e, reference] => (g, m, p, r, e, Some(reference)),
+    let (grid, mode, precondition, refresh, epochs, reference, memory) = match args.as_slice() {
+        [_, g, m, p, r, e] => (g, m, p, r, e, None, None),
+        [_, g, m, p, r, e, reference] => (g, m, p, r, e, Some(reference), None),
+        [_, g, m, p, r, e, reference, memory] => (g, m, p, r, e, Some(reference), Some(memory)),
         _ => usage(),
     };
     let mode = match mode.as_str() {
@@ -39,9 +41,10 @@ fn main() {
         _ => usage(),
     };
     let reference = reference.map(|r| r.parse::<f64>().unwrap_or_else(|_| usage()));
+    let memory = memory.map_or(15, |m| m.parse::<u32>().unwrap_or_else(|_| usage()));
     let loaded = gridload::load(&LocalStorage::new(grid.as_str()), Loss::Logistic).unwrap_or_else(|e| fail(e));
     let slots = if mode == Mode::Hybrid { 4 } else { 1 };
-    let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, 15, epochs, 0.0, 0.0, 0.5, 0)
+    let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, memory, epochs, 0.0, 0.0, 0.5, 0)
         .unwrap_or_else(|e| fail(e))
         .with_precondition(precondition);
     let mut linear = Linear::for_grid(config, &loaded.grid).unwrap_or_else(|e| fail(e));
@@ -75,7 +78,7 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE]");
+    eprintln!("usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY]]");
     std::process::exit(2)
 }
 
