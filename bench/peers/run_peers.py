@@ -816,6 +816,9 @@ def main():
     ap.add_argument("--out", default=None, help="JSON-lines results file (appended)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--linea", default=None, help="path to linea binary (default target/release/linea)")
+    ap.add_argument("--ladder", default=None,
+                    help="comma list of budgets replacing the ladder of every ladder tool run (e.g. 100,300 for "
+                         "vw-bfgs passes, where its own ladder would restart from zero at 5, 10, 20, ... passes)")
     ap.add_argument("--linea-epochs", type=int, default=1000)
     ap.add_argument("--linea-tolerance", type=float, default=0.0)
     ap.add_argument("--linea-native", action="store_true",
@@ -879,7 +882,10 @@ def main():
     results = {c: [] for c in configs}
     for rep in range(1, args.repeats + 1):
         for (tool, t) in configs:
-            rungs = TOOLS[tool]["ladder"] if rep == 1 else ladders[(tool, t)]
+            own = TOOLS[tool]["ladder"]
+            if args.ladder and own != [None]:
+                own = [type(own[0])(float(b)) for b in args.ladder.split(",")]
+            rungs = own if rep == 1 else ladders[(tool, t)]
             ran = []
             prev = None
             plateau = 0

@@ -2,9 +2,11 @@
 //! the step length it accepted, and its seconds — the figures that say whether a choice of
 //! the initial inverse Hessian `H0` pays in passes, not only in iterations.
 //!
-//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE]`: loads a
-//! prepared grid (logistic loss, l2 = 1, memory 15; the hybrid with K = 4 slots, rate
-//! 0.5, seed 0, as `linea train` defaults), runs EPOCHS epochs in one thread and prints one
+//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY
+//! [THREADS]]]`: loads a prepared grid (logistic loss, l2 = 1, memory MEMORY, default 15;
+//! the hybrid with K = 4 slots, rate 0.5, seed 0, as `linea train` defaults), runs EPOCHS
+//! epochs in THREADS threads (default 1; every figure but the seconds is the same for any
+//! count) and prints one
 //! line per epoch: the objective, its error relative to REFERENCE (if given), the batch
 //! passes the epoch made, the accepted step `t` along the direction `d` the state gave
 //! (`t = s.d / d.d`; 1 is the quasi-Newton step), `|d|`, and the epoch's seconds. A
@@ -21,11 +23,11 @@ use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let (grid, mode, precondition, refresh, epochs, reference) = match args.as_slice() {
-        [_, g, m, p, r, e] => (g, m, p, r, e, None),
-        [_, g, m, p, r, e, reference] => (g, m, p, r, e, Some(reference)),
+    let (grid, mode, precondition, refresh, epochs, rest) = match args.as_slice() {
+        [_, g, m, p, r, e, rest @ ..] if rest.len() <= 3 => (g, m, p, r, e, rest),
         _ => usage(),
     };
+    let optional = |i: usize| rest.get(i).map(String::as_str);
     let mode = match mode.as_str() {
         "lbfgs" => Mode::Lbfgs,
         "hybrid" => Mode::Hybrid,
@@ -38,14 +40,16 @@ fn main() {
         "scaled" => Precondition::Scaled { refresh },
         _ => usage(),
     };
-    let reference = reference.map(|r| r.parse::<f64>().unwrap_or_else(|_| usage()));
+    let reference = optional(0).map(|r| r.parse::<f64>().unwrap_or_else(|_| usage()));
+    let memory = optional(1).map_or(15, |m| m.parse::<u32>().unwrap_or_else(|_| usage()));
+    let threads = optional(2).map_or(1, |t| t.parse::<usize>().ok().filter(|&t| t > 0).unwrap_or_else(|| usage()));
     let loaded = gridload::load(&LocalStorage::new(grid.as_str()), Loss::Logistic).unwrap_or_else(|e| fail(e));
     let slots = if mode == Mode::Hybrid { 4 } else { 1 };
-    let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, 15, epochs, 0.0, 0.0, 0.5, 0)
+    let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, memory, epochs, 0.0, 0.0, 0.5, 0)
         .unwrap_or_else(|e| fail(e))
         .with_precondition(precondition);
     let mut linear = Linear::for_grid(config, &loaded.grid).unwrap_or_else(|e| fail(e));
-    let mut runner = LocalRunner::new(linear.kernel().clone(), &loaded.grid, 1);
+    let mut runner = LocalRunner::new(linear.kernel().clone(), &loaded.grid, threads);
     println!("epoch objective relative passes t |d| seconds note");
     let started = Instant::now();
     while linear.stop_reason().is_none() {
@@ -75,7 +79,9 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE]");
+    eprintln!(
+        "usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY [THREADS]]]"
+    );
     std::process::exit(2)
 }
 
