@@ -123,11 +123,15 @@ mod tests {
     #[test]
     fn a_prediction_that_never_comes_true_is_checked_within_half_the_epochs_run() {
         let last = record(20, 1e-2, 1.0);
-        let skipped: Vec<u32> =
-            (21..=40).filter(|&e| !evaluate_now(GapSchedule::Adaptive, 1e-6, e, 1000, std::slice::from_ref(&last), 1.0)).collect();
+        let skipped: Vec<u32> = (21..=40)
+            .filter(|&e| !evaluate_now(GapSchedule::Adaptive, 1e-6, e, 1000, std::slice::from_ref(&last), 1.0))
+            .collect();
         assert_eq!(skipped, (21..30).collect::<Vec<_>>(), "epoch 30 = 20 + 20/2 computes the gap");
         let first = record(1, 0.5, 1.0);
-        assert!(evaluate_now(GapSchedule::Adaptive, 1e-6, 2, 1000, std::slice::from_ref(&first), 1.0), "never skips from epoch 1");
+        assert!(
+            evaluate_now(GapSchedule::Adaptive, 1e-6, 2, 1000, std::slice::from_ref(&first), 1.0),
+            "never skips from epoch 1"
+        );
     }
 
     /// higgs-sample's records (K = 1, relative to `P*` = 1): the gap after epoch 70 is
@@ -159,7 +163,10 @@ mod tests {
     fn an_uncalibrated_ratio_computes_the_gap() {
         for (gap, progress, now) in [(f64::INFINITY, 1.0, 0.5), (1e-2, 0.0, 0.0), (1e-2, 1.0, f64::NAN)] {
             let last = record(20, gap, progress);
-            assert!(evaluate_now(GapSchedule::Adaptive, 1e-6, 21, 1000, std::slice::from_ref(&last), now), "{gap} {progress} {now}");
+            assert!(
+                evaluate_now(GapSchedule::Adaptive, 1e-6, 21, 1000, std::slice::from_ref(&last), now),
+                "{gap} {progress} {now}"
+            );
         }
         // A sweep that changed nothing predicts a zero gap: it is computed (and certifies it).
         assert!(evaluate_now(GapSchedule::Adaptive, 1e-6, 21, 1000, &[record(20, 1e-2, 1.0)], 0.0));
