@@ -3,7 +3,9 @@
 # of method, on every shared dataset: A B A B (2 repeats), single-threaded both, time to
 # reach the reference optimum within 1e-3 / 1e-4 / 1e-6 (docs/benchmarks.md, issue 13).
 # CoCoA runs to a certified relative duality gap of 1e-6 twice: with its gap schedule
-# (linea-cocoa, the default) and computing the gap after every epoch (linea-cocoa-every).
+# (linea-cocoa, the default) and computing the gap after every epoch (linea-cocoa-every);
+# linea-cocoa-stop runs it to its own stop over a ladder of gap tolerances (1e-2 .. 1e-6) and
+# is timed as LIBLINEAR's -e ladder is: the fastest rung whose final model is within 1e-6.
 #
 #   bench/cocoa-vs-liblinear.sh [--h2] [DATASET:LOSS ...]
 #
@@ -17,7 +19,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$LINEA_ROOT"
 
-tool=linea-cocoa,linea-cocoa-every out=bench/peers/results-cocoa
+tool=linea-cocoa,linea-cocoa-every,linea-cocoa-stop out=bench/peers/results-cocoa
 if [ "${1:-}" = --h2 ]; then
     tool=linea-cocoa-h2 out=bench/peers/results-cocoa-h2
     shift

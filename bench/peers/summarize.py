@@ -30,7 +30,7 @@ THR = ("0.001", "0.0001", "1e-06")
 ORDER = ["linea", "linea-scd", "linea-cocoa", "linea-lbfgs", "linea-hybrid", "linea-ipm", "liblinear", "liblinear-dual", "liblinear-cli", "snapml", "snapml-epoch",
          "sklearn-lbfgs", "sklearn-newton-cholesky", "sklearn-ridge-cg", "sklearn-ridge-cholesky",
          "vw-bfgs", "vw-sgd", "spark"]
-TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-sgd": "wall", "linea": "trace", "linea-scd": "trace", "linea-cocoa": "trace", "linea-cocoa-h2": "trace", "linea-cocoa-every": "trace",
+TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-sgd": "wall", "linea": "trace", "linea-scd": "trace", "linea-cocoa": "trace", "linea-cocoa-h2": "trace", "linea-cocoa-every": "trace", "linea-cocoa-stop": "trace",
               "linea-lbfgs": "trace", "linea-hybrid": "trace", "linea-ipm": "trace"}
 
 

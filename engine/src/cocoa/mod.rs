@@ -388,7 +388,7 @@ impl Algorithm for Cocoa {
             self.config.gap_tolerance(),
             epoch + 1,
             self.config.max_epochs(),
-            self.state.history.last(),
+            &self.state.history,
             progress,
         );
         let (mut record, catalyst_step) = match self.accelerated() {
