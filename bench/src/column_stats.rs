@@ -119,7 +119,12 @@ pub fn compare(sample: &ColumnStats, generated: &ColumnStats, top: usize, names:
         checks.push(check(format!("{name} fill rate"), sample.fill_rate(c), generated.fill_rate(c), generated.rows));
         for t in sample.top(c, top) {
             let (n, pos) = generated.value_counts(c, &t.value);
-            checks.push(check(format!("{name}={} frequency", t.value), t.frequency, n as f64 / generated.rows as f64, generated.rows));
+            checks.push(check(
+                format!("{name}={} frequency", t.value),
+                t.frequency,
+                n as f64 / generated.rows as f64,
+                generated.rows,
+            ));
             let rate = if n == 0 { f64::NAN } else { pos as f64 / n as f64 };
             checks.push(check(format!("{name}={} label rate", t.value), t.label_rate, rate, n));
         }

@@ -19,20 +19,8 @@ pub const CRITEO_COLUMNS: usize = 39;
 /// added. Chosen among columns the sample fills in nearly every row, from few values
 /// (C5 x C14: 51 x 22) to many (C3 x C4: 4,136 x 3,100), so cross cardinalities span
 /// four orders of magnitude.
-pub const CROSSES: [(usize, usize); 12] = [
-    (1, 2),
-    (5, 14),
-    (3, 4),
-    (7, 10),
-    (11, 13),
-    (15, 18),
-    (2, 24),
-    (8, 23),
-    (1, 9),
-    (12, 16),
-    (6, 17),
-    (20, 21),
-];
+pub const CROSSES: [(usize, usize); 12] =
+    [(1, 2), (5, 14), (3, 4), (7, 10), (11, 13), (15, 18), (2, 24), (8, 23), (1, 9), (12, 16), (6, 17), (20, 21)];
 
 /// 64-bit FNV-1a over `parts`, each part followed by the byte 0xff so that ("ab", "c") and
 /// ("a", "bc") hash differently.
@@ -60,7 +48,10 @@ impl CriteoGenerator {
     /// `crosses`: how many of [`CROSSES`] to append (at most 12).
     pub fn new(sample: Sample, seed: u64, crosses: usize) -> Result<Self, String> {
         if sample.columns() != CRITEO_COLUMNS {
-            return Err(format!("a Criteo sample has {CRITEO_COLUMNS} columns after the label, not {}", sample.columns()));
+            return Err(format!(
+                "a Criteo sample has {CRITEO_COLUMNS} columns after the label, not {}",
+                sample.columns()
+            ));
         }
         if crosses > CROSSES.len() {
             return Err(format!("at most {} crosses, not {crosses}", CROSSES.len()));
@@ -83,7 +74,8 @@ impl CriteoGenerator {
         let label = self.sample.generate(self.seed, i, fields);
         for (k, &(a, b)) in CROSSES[..self.crosses].iter().enumerate() {
             let (va, vb) = (fields[13 + a - 1], fields[13 + b - 1]);
-            crosses.set(k, (!va.is_empty() && !vb.is_empty()).then(|| fnv1a(&[va.as_bytes(), vb.as_bytes(), &[k as u8]])));
+            crosses
+                .set(k, (!va.is_empty() && !vb.is_empty()).then(|| fnv1a(&[va.as_bytes(), vb.as_bytes(), &[k as u8]])));
         }
         label
     }

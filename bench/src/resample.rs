@@ -35,7 +35,8 @@ impl Sample {
     /// Parses `delimiter`-separated text whose first field is a 0/1 label (`-1` counts as 0);
     /// every non-empty line must have the same number of fields.
     pub fn parse(text: &str, delimiter: char) -> Result<Sample, String> {
-        let mut sample = Sample { rows: Vec::new(), labels: Vec::new(), by_label: [Vec::new(), Vec::new()], columns: 0 };
+        let mut sample =
+            Sample { rows: Vec::new(), labels: Vec::new(), by_label: [Vec::new(), Vec::new()], columns: 0 };
         for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let mut fields = line.split(delimiter);
             let label = match fields.next().map(str::trim) {
@@ -47,7 +48,12 @@ impl Sample {
             if sample.rows.is_empty() {
                 sample.columns = row.len();
             } else if row.len() != sample.columns {
-                return Err(format!("line {}: {} fields after the label, expected {}", n + 1, row.len(), sample.columns));
+                return Err(format!(
+                    "line {}: {} fields after the label, expected {}",
+                    n + 1,
+                    row.len(),
+                    sample.columns
+                ));
             }
             sample.by_label[label as usize].push(sample.rows.len() as u32);
             sample.labels.push(label);

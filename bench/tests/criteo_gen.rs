@@ -61,7 +61,13 @@ fn generated_columns_have_the_samples_statistics_and_rows_are_new() {
     // Crosses (C1xC2, C5xC14, C3xC4, C7xC10) grow with the rows: the wide ones 10x the rows
     // bring several times the values, and C3xC4 outgrows either column alone.
     for c in [39, 41, 42] {
-        assert!(generated.distinct(c) > 2 * at_20k[c], "cross {}: {} at 20k, {} at 200k", c - 39, at_20k[c], generated.distinct(c));
+        assert!(
+            generated.distinct(c) > 2 * at_20k[c],
+            "cross {}: {} at 20k, {} at 200k",
+            c - 39,
+            at_20k[c],
+            generated.distinct(c)
+        );
     }
     assert!(generated.distinct(41) > 10 * of_sample.distinct(15));
 }

@@ -689,7 +689,10 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
-            let options = train::TrainOptions { worker_cache_mb: cache_mb, ..args.options(threads, workers, AlgorithmArg::Auto)? };
+            let options = train::TrainOptions {
+                worker_cache_mb: cache_mb,
+                ..args.options(threads, workers, AlgorithmArg::Auto)?
+            };
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }

@@ -27,7 +27,8 @@ struct Args {
     top: usize,
 }
 
-const USAGE: &str = "usage: criteo-gen --sample TRAIN.tsv (--rows N [--first I] | --stats N [--top T]) [--seed S] [--crosses K]";
+const USAGE: &str =
+    "usage: criteo-gen --sample TRAIN.tsv (--rows N [--first I] | --stats N [--top T]) [--seed S] [--crosses K]";
 
 fn parse() -> Result<Args, String> {
     let mut args = Args { sample: String::new(), rows: None, stats: None, first: 0, seed: 1, crosses: 8, top: 5 };
@@ -58,7 +59,10 @@ fn main() {
         match (args.rows, args.stats) {
             (Some(rows), _) => {
                 let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-                generator.write(args.first..args.first + rows, &mut out).and_then(|()| out.flush()).map_err(|e| e.to_string())
+                generator
+                    .write(args.first..args.first + rows, &mut out)
+                    .and_then(|()| out.flush())
+                    .map_err(|e| e.to_string())
             }
             (_, Some(rows)) => stats(&generator, rows, args.top),
             _ => unreachable!("parse checks one is given"),

@@ -251,7 +251,13 @@ mod tests {
     use super::super::{ExampleReader, FeatureSpec, Format, NumericMode, RawExample, open};
 
     fn criteo_spec() -> FeatureSpec {
-        FeatureSpec { format: Format::Criteo, label: None, positive: None, numeric: NumericMode::Buckets, ignore: vec![] }
+        FeatureSpec {
+            format: Format::Criteo,
+            label: None,
+            positive: None,
+            numeric: NumericMode::Buckets,
+            ignore: vec![],
+        }
     }
 
     fn line(label: &str, extra: &[&str]) -> String {
@@ -273,7 +279,8 @@ mod tests {
         assert_eq!((reader.variable_name(40), reader.variable_name(41)), ("C27", "C28"));
         let mut example = RawExample::default();
         assert!(reader.read(&mut example).unwrap());
-        let extra: Vec<(u32, String)> = example.features().filter(|f| f.0 >= 40).map(|f| (f.0, f.1.to_string())).collect();
+        let extra: Vec<(u32, String)> =
+            example.features().filter(|f| f.0 >= 40).map(|f| (f.0, f.1.to_string())).collect();
         assert_eq!(extra, [(40, "ab".to_string())]);
         assert!(reader.read(&mut example).unwrap());
         assert_eq!(example.features().filter(|f| f.0 >= 40).map(|f| f.0).collect::<Vec<_>>(), [41]);
