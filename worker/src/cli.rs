@@ -338,6 +338,7 @@ impl TrainArgs {
             plot,
             trace,
             workers,
+            worker_cache_mb: None,
             metrics_listen,
         })
     }
@@ -470,6 +471,10 @@ enum Command {
         /// machine, the threads split between them. The model is the same bytes.
         #[arg(long, default_value_t = 0)]
         workers: usize,
+        /// With --workers: each worker's memory for cached cells, MiB (default: `linea
+        /// worker`'s). A grid larger than it is read from disk again as cells are wanted.
+        #[arg(long)]
+        cache_mb: Option<usize>,
     },
     /// The master of a distributed job: runs the algorithm, hands out work items to
     /// workers, checkpoints, writes the model. Needs the job secret (LINEA_JOB_SECRET).
@@ -672,14 +677,22 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             });
             return Ok(Some(message.to_string()));
         }
-        Command::Train { args, threads, workers } => {
+        Command::Train { args, threads, workers, cache_mb } => {
             if workers == 0 && args.metrics_listen.is_some() {
                 return Err(LineaError::Usage(
                     "--metrics-listen serves a master's metrics: train needs --workers N for one".into(),
                 ));
             }
+            if workers == 0 && cache_mb.is_some() {
+                return Err(LineaError::Usage(
+                    "--cache-mb bounds the workers' cell caches: train needs --workers N (one process loads the whole grid)".into(),
+                ));
+            }
             let threads = threads.unwrap_or_else(all_cores);
-            let options = args.options(threads, workers, AlgorithmArg::Auto)?;
+            let options = train::TrainOptions {
+                worker_cache_mb: cache_mb,
+                ..args.options(threads, workers, AlgorithmArg::Auto)?
+            };
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
         }

@@ -68,6 +68,10 @@ pub struct TrainOptions {
     pub trace: Option<String>,
     /// 0: train in this process; N: a master here and N worker processes.
     pub workers: usize,
+    /// `--workers N`: each worker's bound on its cached cells, MiB (`None`: the worker's
+    /// default). What lets one machine train a grid larger than its memory: cells beyond the
+    /// bound are read from the grid again when next wanted.
+    pub worker_cache_mb: Option<usize>,
     /// Where the master (`linea master`, or `--workers N`'s in-process one) serves its
     /// `/metrics`; `None`: nowhere.
     pub metrics_listen: Option<String>,
@@ -103,6 +107,7 @@ impl TrainOptions {
             plot: None,
             trace: None,
             workers: 0,
+            worker_cache_mb: None,
             metrics_listen: None,
         }
     }

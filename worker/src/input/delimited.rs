@@ -38,18 +38,25 @@ pub struct DelimitedReader {
 }
 
 impl Layout {
-    pub fn criteo(path: &str, spec: &FeatureSpec) -> Self {
+    /// Criteo's label, I1-I13 and C1-C26, and any further columns of the first line as
+    /// categorical C27, C28, ... (hashed crosses, as `criteo-gen` appends them); every line
+    /// must have as many fields as the first.
+    pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        let fields = first_line(path)?.split('\t').count();
+        if fields < 40 {
+            return Err(LineaError::input(path, 1, format!("{fields} fields, expected 40")));
+        }
         let mut names = vec!["label".to_string()];
         let mut kinds = vec![Kind::Label];
         for i in 1..=13 {
             names.push(format!("I{i}"));
             kinds.push(Kind::Numeric);
         }
-        for i in 1..=26 {
+        for i in 1..fields - 13 {
             names.push(format!("C{i}"));
             kinds.push(Kind::Categorical);
         }
-        Self::build(path, b'\t', false, names, kinds, spec)
+        Ok(Self::build(path, b'\t', false, names, kinds, spec))
     }
 
     pub fn csv(path: &str, spec: &FeatureSpec) -> Result<Self> {
@@ -236,5 +243,48 @@ fn csv_error(path: &str, e: csv::Error) -> LineaError {
         csv::ErrorKind::Io(io) => LineaError::io(path)(io),
         csv::ErrorKind::Utf8 { .. } => LineaError::input(path, line, "not valid UTF-8 text"),
         other => LineaError::input(path, line, format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ExampleReader, FeatureSpec, Format, NumericMode, RawExample, open};
+
+    fn criteo_spec() -> FeatureSpec {
+        FeatureSpec {
+            format: Format::Criteo,
+            label: None,
+            positive: None,
+            numeric: NumericMode::Buckets,
+            ignore: vec![],
+        }
+    }
+
+    fn line(label: &str, extra: &[&str]) -> String {
+        let mut fields = vec![label.to_string()];
+        fields.extend((1..=13).map(|i| i.to_string()));
+        fields.extend((1..=26).map(|i| format!("c{i}")));
+        fields.extend(extra.iter().map(|s| s.to_string()));
+        fields.join("\t")
+    }
+
+    #[test]
+    fn criteo_columns_after_c26_are_categorical_and_counted_from_the_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.tsv");
+        let text = [line("1", &["ab", ""]), line("0", &["", "cd"]), line("1", &["ef"])].join("\n");
+        std::fs::write(&path, text).unwrap();
+        let mut reader = open(path.to_str().unwrap(), &criteo_spec()).unwrap();
+        assert_eq!(reader.variable_count(), 42);
+        assert_eq!((reader.variable_name(40), reader.variable_name(41)), ("C27", "C28"));
+        let mut example = RawExample::default();
+        assert!(reader.read(&mut example).unwrap());
+        let extra: Vec<(u32, String)> =
+            example.features().filter(|f| f.0 >= 40).map(|f| (f.0, f.1.to_string())).collect();
+        assert_eq!(extra, [(40, "ab".to_string())]);
+        assert!(reader.read(&mut example).unwrap());
+        assert_eq!(example.features().filter(|f| f.0 >= 40).map(|f| f.0).collect::<Vec<_>>(), [41]);
+        let error = reader.read(&mut example).unwrap_err().to_string();
+        assert!(error.ends_with(":3: 41 fields, expected 42"), "{error}");
     }
 }

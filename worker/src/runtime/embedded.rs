@@ -54,6 +54,9 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
                     &threads.to_string(),
                 ])
                 .args(["--reconnect-for", "10"])
+                .args(
+                    options.worker_cache_mb.map(|mb| ["--cache-mb".to_string(), mb.to_string()]).into_iter().flatten(),
+                )
                 .env(SECRET_ENV, secret.expose())
                 .env(TLS_DIR_ENV, folder.path())
                 .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
