@@ -40,9 +40,12 @@ pub struct DelimitedReader {
 impl Layout {
     /// Criteo's label, I1-I13 and C1-C26, and any further columns of the first line as
     /// categorical C27, C28, ... (hashed crosses, as `criteo-gen` appends them); every line
-    /// must have as many fields as the first.
+    /// must have as many fields as the first. The first line is read ahead only from a
+    /// regular file: from a pipe (`--input /dev/stdin`) that would consume lines the reader
+    /// then never sees, so a pipe is read as the standard 40 columns.
     pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
-        let fields = first_line(path)?.split('\t').count();
+        let regular = std::fs::metadata(path).map_err(LineaError::io(path))?.is_file();
+        let fields = if regular { first_line(path)?.split('\t').count() } else { 40 };
         if fields < 40 {
             return Err(LineaError::input(path, 1, format!("{fields} fields, expected 40")));
         }
@@ -248,7 +251,7 @@ fn csv_error(path: &str, e: csv::Error) -> LineaError {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ExampleReader, FeatureSpec, Format, NumericMode, RawExample, open};
+    use super::super::{FeatureSpec, Format, NumericMode, RawExample, open};
 
     fn criteo_spec() -> FeatureSpec {
         FeatureSpec {
@@ -286,5 +289,28 @@ mod tests {
         assert_eq!(example.features().filter(|f| f.0 >= 40).map(|f| f.0).collect::<Vec<_>>(), [41]);
         let error = reader.read(&mut example).unwrap_err().to_string();
         assert!(error.ends_with(":3: 41 fields, expected 42"), "{error}");
+    }
+
+    /// From a pipe no line is read ahead (it would be lost to the reader): every line
+    /// arrives, read as the standard 40 columns.
+    #[test]
+    fn criteo_from_a_pipe_loses_no_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("rows");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let lines: Vec<String> = (0..3).map(|i| line(&(i % 2).to_string(), &[])).collect();
+        let writer = {
+            let (fifo, text) = (fifo.clone(), lines.join("\n") + "\n");
+            std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
+        };
+        let mut reader = open(fifo.to_str().unwrap(), &criteo_spec()).unwrap();
+        assert_eq!(reader.variable_count(), 40);
+        let mut example = RawExample::default();
+        let mut read = 0;
+        while reader.read(&mut example).unwrap() {
+            read += 1;
+        }
+        writer.join().unwrap();
+        assert_eq!(read, lines.len());
     }
 }
