@@ -122,7 +122,9 @@ pub fn softplus_with(z: f64, exp: impl Fn(f64) -> f64) -> f64 {
 /// The logistic loss's derivatives with `exp` given, so the hot loops can pass an inlined
 /// `exp` with the same bits (`scd::fast_exp`); [`Loss::derivatives`] passes `f64::exp`.
 /// sigma(m) with m = y f computed from one exp of -|m|: l' = -y sigma(-m),
-/// l'' = sigma(m) sigma(-m) = e / (1 + e)^2 with e = exp(-|m|).
+/// l'' = sigma(m) sigma(-m) = e / (1 + e)^2 with e = exp(-|m|). The statistics loop's
+/// four-row copy (`scd::kernels`, `LogisticInline::at4`) repeats these operations lane by
+/// lane; a change here must be made there too (its test compares the two).
 #[inline(always)]
 pub fn logistic_derivatives(target: f64, prediction: f64, exp: impl Fn(f64) -> f64) -> Derivatives {
     let margin = target * prediction;

@@ -178,6 +178,36 @@ pub fn exp_inline(x: f64) -> f64 {
     scale.mul_add(tmp, scale)
 }
 
+/// [`exp_inline`] on four inputs: the same operations lane by lane, so each lane's result is
+/// the same double. Written as whole-array steps so that, compiled for AVX2 and FMA, one
+/// vector instruction does each step for all four lanes (the table is read with scalar
+/// loads). If any lane is outside the fast path, all four take [`exp_inline`].
+#[inline(always)]
+pub fn exp_inline4(x: [f64; 4]) -> [f64; 4] {
+    let outside = x.map(|v| (((v.to_bits() >> 52) & 0x7ff) as u32).wrapping_sub(0x3c9) > 0x3e);
+    if outside.iter().any(|&o| o) {
+        return x.map(exp_inline);
+    }
+    let c = f64::from_bits;
+    let shifted = lanes(|i| x[i].mul_add(c(INV_LN2_N), c(SHIFT)));
+    let ki = shifted.map(f64::to_bits);
+    let kd = lanes(|i| shifted[i] - c(SHIFT));
+    let r = lanes(|i| kd[i].mul_add(c(NEG_LN2_LO_N), kd[i].mul_add(c(NEG_LN2_HI_N), x[i])));
+    let index = ki.map(|k| 2 * (k & 127) as usize);
+    let tail = lanes(|i| c(TABLE[index[i]]));
+    let scale = lanes(|i| c(TABLE[index[i] + 1].wrapping_add(ki[i] << 45)));
+    let r2 = lanes(|i| r[i] * r[i]);
+    let tmp = lanes(|i| r[i].mul_add(c(C3), c(C2)).mul_add(r2[i], r[i] + tail[i]));
+    let tmp = lanes(|i| (r2[i] * r2[i]).mul_add(r[i].mul_add(c(C5), c(C4)), tmp[i]));
+    lanes(|i| scale[i].mul_add(tmp[i], scale[i]))
+}
+
+/// Four lanes, lane `i` computed by `f(i)`.
+#[inline(always)]
+pub(crate) fn lanes<T>(f: impl FnMut(usize) -> T) -> [T; 4] {
+    std::array::from_fn(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +233,39 @@ mod tests {
             let y = f64::from_bits(state ^ (state >> 29)); // any double at all, NaN and inf included
             mismatches += (probe(x).to_bits() != x.exp().to_bits()) as u64;
             mismatches += (probe(y).to_bits() != y.exp().to_bits() && !y.is_nan()) as u64;
+        }
+        assert_eq!(mismatches, 0);
+    }
+
+    /// Four lanes at a time give each lane [`exp_inline`]'s bits, including groups where one
+    /// lane leaves the fast path (0, tiny, below -512, NaN) and sends all four to the scalar one.
+    #[test]
+    fn four_lane_exp_has_the_library_bits() {
+        if Exp::detect() != Exp::Inline {
+            eprintln!("inline exp not used on this machine (no FMA/AVX2 or another C library)");
+            return;
+        }
+        fn probe4(x: [f64; 4]) -> [f64; 4] {
+            fma::dispatch! {
+                if true;
+                fn(x: [f64; 4]) -> [f64; 4] { exp_inline4(x) }
+                else { exp_inline4(x) }
+            }
+        }
+        let mut state = 3u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            -((state >> 11) as f64) * (750.0 / (1u64 << 53) as f64)
+        };
+        let odd = [0.0, 1e-300, -600.0, f64::NAN, -745.5, 2.0];
+        let mut mismatches = 0;
+        for i in 0..2_000_000usize {
+            let mut x = [next(), next(), next(), next()];
+            if i % 64 == 0 {
+                x[i / 64 % 4] = odd[i / 256 % odd.len()];
+            }
+            let bits = |v: [f64; 4]| v.map(|e| if e.is_nan() { u64::MAX } else { e.to_bits() });
+            mismatches += (bits(probe4(x)) != bits(x.map(f64::exp))) as u32;
         }
         assert_eq!(mismatches, 0);
     }

@@ -88,11 +88,11 @@ impl Kernel for ScdKernel {
                     grid.prefetch(*next, shard);
                 }
                 let cell = grid.cell(*block, shard)?;
-                let (g, h) = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
-                let mut pairs = Vec::with_capacity(2 * g.len());
-                for (l, &feature) in cell.feature_ids.iter().enumerate() {
-                    pairs.push((feature, range.fixed(Quantity::Gradient, g[l])?));
-                    pairs.push((*features as u32 + feature, range.fixed(Quantity::Curvature, h[l])?));
+                let sums = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
+                let mut pairs = Vec::with_capacity(2 * sums.len());
+                for (&[g, h], &feature) in sums.iter().zip(&cell.feature_ids) {
+                    pairs.push((feature, range.fixed(Quantity::Gradient, g)?));
+                    pairs.push((*features as u32 + feature, range.fixed(Quantity::Curvature, h)?));
                 }
                 UnitOutput { sums: Contribution::Sparse(pairs), payload: Vec::new() }
             }
