@@ -1,6 +1,8 @@
 //! Benchmarks of linea. The binaries are run by `bench/*.sh`; see docs/benchmarks.md.
 
 pub mod elastic_run;
+pub mod resample_bow;
+pub mod resample_dense;
 pub mod scale_in;
 pub mod slot_clock;
 
