@@ -1,8 +1,10 @@
 //! Benchmarks of linea. The binaries are run by `bench/*.sh`; see docs/benchmarks.md.
 
+pub mod column_stats;
+pub mod criteo_gen;
 pub mod elastic_run;
+pub mod resample;
 pub mod resample_bow;
-pub mod resample_dense;
 pub mod scale_in;
 pub mod slot_clock;
 

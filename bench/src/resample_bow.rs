@@ -1,5 +1,5 @@
 //! New bag-of-words rows from a labelled VW sample (rcv1) by class-conditional column
-//! resampling, the sparse counterpart of `resample_dense` (issue 14: rcv1 at Chicle's scale).
+//! resampling, the sparse counterpart of `resample` (issue 14: rcv1 at Chicle's scale).
 //!
 //! Every feature of the sample is a column whose value is "absent" or a number. Row `i`: a
 //! label drawn with the sample's label rate, then every column drawn independently from a

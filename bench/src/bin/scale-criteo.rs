@@ -7,20 +7,8 @@
 //! feature count grows with the data, as in a real click log, while each replica keeps the
 //! sample's category frequencies. Missing values stay missing.
 
+use linea_bench::criteo_gen::fnv1a;
 use std::io::{BufRead, BufWriter, Write};
-
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &b in *part {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
 
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();

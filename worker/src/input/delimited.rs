@@ -38,18 +38,25 @@ pub struct DelimitedReader {
 }
 
 impl Layout {
-    pub fn criteo(path: &str, spec: &FeatureSpec) -> Self {
+    /// Criteo's label, I1-I13 and C1-C26, and any further columns of the first line as
+    /// categorical C27, C28, ... (hashed crosses, as `criteo-gen` appends them); every line
+    /// must have as many fields as the first.
+    pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        let fields = first_line(path)?.split('\t').count();
+        if fields < 40 {
+            return Err(LineaError::input(path, 1, format!("{fields} fields, expected 40 (label, I1-I13, C1-C26)")));
+        }
         let mut names = vec!["label".to_string()];
         let mut kinds = vec![Kind::Label];
         for i in 1..=13 {
             names.push(format!("I{i}"));
             kinds.push(Kind::Numeric);
         }
-        for i in 1..=26 {
+        for i in 1..fields - 13 {
             names.push(format!("C{i}"));
             kinds.push(Kind::Categorical);
         }
-        Self::build(path, b'\t', false, names, kinds, spec)
+        Ok(Self::build(path, b'\t', false, names, kinds, spec))
     }
 
     pub fn csv(path: &str, spec: &FeatureSpec) -> Result<Self> {

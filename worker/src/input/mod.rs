@@ -25,7 +25,8 @@ pub enum Format {
     Libsvm,
     /// Vowpal Wabbit text: `label |namespace feature[:value] ...`.
     Vw,
-    /// Criteo display-ads TSV: label, 13 integer columns I1-I13, 26 categorical C1-C26.
+    /// Criteo display-ads TSV: label, 13 integer columns I1-I13, 26 categorical C1-C26 (and
+    /// any further columns, as many on every line as on the first, categorical C27, ...).
     Criteo,
     /// Comma- or tab-separated text, with or without a header.
     Csv,
@@ -134,7 +135,7 @@ pub fn open(path: &str, spec: &FeatureSpec) -> Result<Box<dyn ExampleReader>> {
     Ok(match spec.format {
         Format::Libsvm => Box::new(libsvm::LibsvmReader::new(Lines::open(path)?)),
         Format::Vw => Box::new(vw::VwReader::new(Lines::open(path)?)),
-        Format::Criteo => Box::new(delimited::DelimitedReader::open(delimited::Layout::criteo(path, spec).into())?),
+        Format::Criteo => Box::new(delimited::DelimitedReader::open(delimited::Layout::criteo(path, spec)?.into())?),
         Format::Csv => Box::new(delimited::DelimitedReader::open(delimited::Layout::csv(path, spec)?.into())?),
         Format::Parquet => Box::new(parquet::ParquetReader::open(path, spec)?),
     })

@@ -162,7 +162,7 @@ impl RangeParser {
         Ok(Some(match spec.format {
             Format::Libsvm => RangeParser::Libsvm { file: path.to_string() },
             Format::Vw => RangeParser::Vw { file: path.to_string() },
-            Format::Criteo => RangeParser::Delimited(Layout::criteo(path, spec).into()),
+            Format::Criteo => RangeParser::Delimited(Layout::criteo(path, spec)?.into()),
             Format::Csv => RangeParser::Delimited(Layout::csv(path, spec)?.into()),
             Format::Parquet => return Ok(None),
         }))
