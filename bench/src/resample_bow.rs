@@ -168,7 +168,9 @@ mod tests {
         let ones: Vec<_> = rows.iter().filter(|r| r.0 == "1").collect();
         let rate = ones.len() as f64 / rows.len() as f64;
         assert!((rate - 1.0 / 3.0).abs() < 0.014, "label rate {rate}"); // 5 sd
-        let with_a = |rs: &[&(String, HashMap<String, f64>)]| rs.iter().filter(|r| r.1.contains_key("a")).count() as f64 / rs.len() as f64;
+        let with_a = |rs: &[&(String, HashMap<String, f64>)]| {
+            rs.iter().filter(|r| r.1.contains_key("a")).count() as f64 / rs.len() as f64
+        };
         assert!((with_a(&ones) - 0.5).abs() < 0.027, "{}", with_a(&ones));
         let minus: Vec<_> = rows.iter().filter(|r| r.0 == "-1").collect();
         assert!((with_a(&minus) - 0.2).abs() < 0.015, "{}", with_a(&minus));

@@ -88,7 +88,8 @@ fn parse() -> Result<Args, String> {
             "--elastic-start" => args.elastic_starts = slot_counts(it.next(), "--elastic-start")?,
             "--budget-from-first" => {
                 let list = it.next().unwrap_or_default();
-                let factors: Vec<f64> = list.split(',').filter_map(|f| f.parse().ok()).filter(|f: &f64| *f > 0.0).collect();
+                let factors: Vec<f64> =
+                    list.split(',').filter_map(|f| f.parse().ok()).filter(|f: &f64| *f > 0.0).collect();
                 let [f, e] = factors[..] else {
                     return Err(format!("--budget-from-first needs two factors like 1.2,3, got {list:?}"));
                 };
@@ -319,7 +320,9 @@ fn main() {
             }
         }
     }
-    println!("\nover every set and target (simulated clock, best static / elastic; a ratio of a run stopped by its budget is its upper bound):\n");
+    println!(
+        "\nover every set and target (simulated clock, best static / elastic; a ratio of a run stopped by its budget is its upper bound):\n"
+    );
     let mut labels: Vec<&String> = speedups.iter().map(|(l, _)| l).collect();
     labels.sort();
     labels.dedup();
@@ -331,7 +334,11 @@ fn main() {
         println!(
             "- {label}: mean {mean:.2}x, worst {min:.2}x over {} set-targets{}",
             ratios.len(),
-            if bounds > 0 { format!(" ({bounds} of them upper bounds: the mean is at most this)") } else { String::new() }
+            if bounds > 0 {
+                format!(" ({bounds} of them upper bounds: the mean is at most this)")
+            } else {
+                String::new()
+            }
         );
     }
 }
