@@ -85,7 +85,11 @@ pub struct Budget {
 pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> Result<Trace, String> {
     let err = |e: linea_engine::EngineError| e.to_string();
     let mut config = CocoaConfig::new(Loss::Hinge, l2, setting.slots, 1, budget.epochs, budget.gap, 0).map_err(err)?;
-    config = config.with_aggregation(setting.aggregation).map_err(err)?;
+    // The gap after every epoch, static runs too: under the adaptive schedule a static run
+    // computes it when the last target is predicted, so its times to the earlier targets
+    // would be late by the epochs it skipped, while an elastic run (whose policy reads the
+    // gap) computes it every epoch. Chicle's times include a gap every epoch as well.
+    config = config.with_gap_every_epoch().with_aggregation(setting.aggregation).map_err(err)?;
     if let Some(cap) = setting.sigma_cap {
         config = config.with_sigma_cap(cap).map_err(err)?;
     }
