@@ -220,6 +220,13 @@ fn a_corrupt_cell_is_caught_by_its_checksum_and_never_trained_on() {
     assert!(!Path::new(&model).exists());
 }
 
+/// `--cache-mb` bounds the worker processes' cell caches; one process has none to bound.
+#[test]
+fn a_cache_bound_without_workers_is_refused() {
+    let message = refused(&["train", "--data", "/nonexistent", "--model", "/nonexistent/m", "--cache-mb", "64"]);
+    assert!(message.contains("--cache-mb") && message.contains("--workers N"), "{message}");
+}
+
 #[test]
 fn a_failed_prepare_leaves_no_grid_that_looks_valid() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,6 +22,10 @@ fn lbfgs_gives_the_same_bytes_for_any_worker_count_and_hybrid_and_ipm_for_a_fixe
     let one = train(&grid, &model("lbfgs-0"), &lbfgs, &["--threads", "1"]);
     assert!(one == train(&grid, &model("lbfgs-1"), &lbfgs, &["--workers", "1"]), "L-BFGS: 1 worker process");
     assert!(one == train(&grid, &model("lbfgs-3"), &lbfgs, &["--workers", "3"]), "L-BFGS: 3 worker processes");
+    // A cell cache of 1 MiB holds a few of the grid's cells (a9a decodes to several MiB):
+    // the others are read from the grid again whenever they are wanted, to the same bytes.
+    let bounded = train(&grid, &model("lbfgs-bounded"), &lbfgs, &["--workers", "1", "--cache-mb", "1"]);
+    assert!(one == bounded, "L-BFGS: a worker whose cell cache is smaller than the grid");
     for algorithm in ["hybrid", "ipm"] {
         let params = ["--algorithm", algorithm, "--epochs", "15", "--slots", "4"];
         let here = train(&grid, &model(&format!("{algorithm}-0")), &params, &["--threads", "2"]);
