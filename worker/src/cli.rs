@@ -507,6 +507,11 @@ enum Command {
         /// workers that joined (a worker whose pod never runs delays it no longer).
         #[arg(long, default_value_t = 300)]
         wait_for_workers_timeout: u64,
+        /// Seconds a finished run goes on serving to release workers that come back late
+        /// (after it resumed from a checkpoint or lost a worker: some may be reconnecting),
+        /// so they exit 0 instead of retrying for --reconnect-for; SIGTERM ends it sooner.
+        #[arg(long, default_value_t = 10)]
+        late_workers_for: u64,
         /// Without --tls-dir (and $LINEA_TLS_DIR) the master makes a per-run CA and prints
         /// the private folder its workers and clients pass as --tls-dir.
         #[command(flatten)]
@@ -706,6 +711,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             speculation,
             wait_for_workers,
             wait_for_workers_timeout,
+            late_workers_for,
         } => {
             if args.algorithm == Some(AlgorithmArg::Auto) {
                 return Err(LineaError::Usage(
@@ -743,6 +749,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     patience: Duration::from_secs(wait_for_workers_timeout),
                 },
                 stop_on_signals: true,
+                late_workers: Duration::from_secs(late_workers_for),
             };
             let summary = master::run(&options, &progress, |address, _| {
                 progress.always(&format!("master listening on {address}"));
@@ -898,6 +905,7 @@ const RANGES: &[(&str, Range)] = &[
     ("cache_mb", Range::Int { min: 0, max: 1 << 24 }),
     ("reconnect_for", Range::Int { min: 0, max: 604_800 }),
     ("wait_for_workers_timeout", Range::Int { min: 0, max: 604_800 }),
+    ("late_workers_for", Range::Int { min: 0, max: 3_600 }),
     ("drain_timeout", Range::Int { min: 0, max: 3_600 }),
     ("slots", Range::Int { min: 1, max: 4_096 }),
     ("local_passes", Range::Int { min: 1, max: 1_000 }),

@@ -278,3 +278,33 @@ fn cocoa_survives_disturbances(extra: &[&str]) {
         "the disturbed CoCoA run's model differs from the undisturbed one"
     );
 }
+
+/// A worker that comes back only after the run is over (it was reconnecting while the
+/// others were released: after a master restart, or a lost session) is released at its
+/// join and exits 0, instead of retrying for --reconnect-for and failing: a finished run
+/// that lost a worker goes on serving (--late-workers-for), until SIGTERM ends that wait.
+#[test]
+fn a_worker_joining_after_the_run_is_over_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    // 300 epochs without a tolerance: long enough to lose a worker on the way.
+    let params = ["--algorithm", "scd", "--epochs", "300", "--tolerance", "0", "--late-workers-for", "600"];
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(2);
+    let s = job.wait_for("2 workers at work", |s| s.workers_active == 2 && s.epoch >= 1);
+    job.kill_worker(0);
+    job.wait_for("the run over, a worker lost", |t| t.phase == "succeeded" && t.workers_lost == 1 && t.epoch > s.epoch);
+
+    job.add_workers(1);
+    let late = job.workers.len() - 1;
+    assert!(job.reap(late).success(), "a worker joining a finished run is released with exit 0");
+
+    let (status, log) = job.sigterm_master();
+    assert!(status.success(), "SIGTERM ends a finished master's wait, and the run's success stands: {log}");
+    assert!(std::fs::metadata(&model).is_ok(), "the model was written");
+    while !job.workers.is_empty() {
+        assert!(job.reap(0).success(), "the worker still running at the end is released with exit 0");
+    }
+}

@@ -409,7 +409,7 @@ fn session<R>(
     let mut executor = server.runner();
     let result = body(&mut executor, &traffic);
     let counters = server.counters();
-    server.shutdown();
+    server.shutdown(Duration::ZERO);
     sims.block_on(async {
         for task in tasks {
             match tokio::time::timeout(Duration::from_secs(10), task).await {

@@ -40,6 +40,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
         },
         // SIGINT of `linea train` ends it and its workers, as any command.
         stop_on_signals: false,
+        // Its workers are its own children, ended with it.
+        late_workers: Duration::ZERO,
     };
     let mut spawn_error = None;
     let outcome = master::run(&master_options, progress, |address, abort| {

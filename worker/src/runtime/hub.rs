@@ -6,6 +6,7 @@ use super::proto::{self, master_message, worker_message};
 use super::scheduler::{Outbox, Scheduler, WorkerKey};
 use linea_engine::algorithm::{Gap, ScalingDecision};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -62,6 +63,10 @@ pub struct Hub {
     pub allreduce: super::master::AllReduceMode,
     /// The signal that stopped the run ([`Hub::stop`]), if one did.
     pub stopped_by: Mutex<Option<&'static str>>,
+    /// Woken by [`Hub::stop`]: ends a finished master's wait for late workers early.
+    pub stop_notice: tokio::sync::Notify,
+    /// The run is over ([`super::master::Server::shutdown`]): a worker that joins is released.
+    pub finished: AtomicBool,
 }
 
 /// A unit's base for a worker that rebuilds it: the version and the encoded base.
@@ -108,6 +113,11 @@ impl Hub {
     /// they keep trying to reach a master, and a restarted one takes them back.
     pub fn stop(&self, signal: &'static str) {
         self.stopped_by.lock().expect("stop lock").get_or_insert(signal);
+        self.stop_notice.notify_one();
+        if self.finished.load(Ordering::SeqCst) {
+            // Only the wait for late workers was left: the run's outcome stands.
+            return;
+        }
         self.set_status(|s| s.phase = "stopping");
         self.dispatch(|s| s.abort(format!("the master is stopping ({signal})")));
     }
@@ -174,6 +184,15 @@ impl proto::master_server::Master for Service {
             // Under the hub lock, which the stopping master takes to drop every session: a
             // worker is either refused here (it retries, and finds the restarted master) or
             // its session is dropped with the others.
+            if hub.finished.load(Ordering::SeqCst) {
+                // The run is over: a worker that comes back only now (it was reconnecting
+                // while the others were released) is released too, instead of retrying for
+                // --reconnect-for and then exiting with an error.
+                tracing::info!(worker = %join.worker_id, "worker released on joining: the run is over");
+                let release = master_message::Body::Release(proto::Release {});
+                outbox.send(Ok(proto::MasterMessage { body: Some(release) })).expect("receiver is here");
+                return Ok(Response::new(UnboundedReceiverStream::new(messages)));
+            }
             if hub.stopped_by().is_some() {
                 return Err(Status::unavailable("the master is stopping"));
             }

@@ -48,6 +48,10 @@ pub struct MasterOptions {
     /// Stop cleanly on SIGTERM or SIGINT ([`Server::stop_on_signals`]): `linea master`. The
     /// embedded mode leaves the signals alone.
     pub stop_on_signals: bool,
+    /// How long a finished run goes on releasing workers that join, when some may still be
+    /// reconnecting (it resumed from a checkpoint, or lost a worker's session); see
+    /// [`Server::shutdown`].
+    pub late_workers: Duration,
 }
 
 /// How the master runs a phase the algorithm asks to allreduce (L-BFGS's and the hybrid's
@@ -220,6 +224,8 @@ impl<K: Kernel> Server<K> {
             model: job.model,
             allreduce: job.allreduce,
             stopped_by: Mutex::new(None),
+            stop_notice: Default::default(),
+            finished: Default::default(),
         });
         let runtime = IoRuntime::new(2, "linea-master-io").map_err(LineaError::io("tokio runtime"))?;
         let listener = runtime.block_on(tokio::net::TcpListener::bind(listen)).map_err(LineaError::io(listen))?;
@@ -256,9 +262,28 @@ impl<K: Kernel> Server<K> {
     }
 
     /// Releases every worker and stops serving. Released workers hang up at once; one
-    /// that does not is not waited for long.
-    pub fn shutdown(self) {
+    /// that does not is not waited for long. For `late_workers` more (or until SIGTERM)
+    /// it goes on serving to release every worker that joins: after a restart or a lost
+    /// session some workers may still be reconnecting, and a master that is gone would
+    /// leave them retrying for their --reconnect-for and then failing.
+    pub fn shutdown(self, late_workers: Duration) {
+        // Set before the release: a worker joining meanwhile is released either here (it
+        // is among the workers) or at its join (the flag is set).
+        self.hub.finished.store(true, std::sync::atomic::Ordering::SeqCst);
         self.hub.dispatch(Scheduler::release_all);
+        if !late_workers.is_zero() && self.hub.stopped_by().is_none() {
+            tracing::info!(
+                seconds = late_workers.as_secs(),
+                "the run is over; serving on to release workers still reconnecting"
+            );
+            let hub = self.hub.clone();
+            self.runtime.block_on(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(late_workers) => {}
+                    _ = hub.stop_notice.notified() => {}
+                }
+            });
+        }
         self.close();
     }
 
@@ -510,7 +535,11 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 s.error = e.to_string();
             }
         });
-        server.shutdown();
+        // Workers this master never saw may still be reconnecting: those of the master it
+        // resumed from, and any whose session it lost.
+        let lost = hub.state.lock().expect("hub lock").0.counters.workers_lost;
+        let late_workers = if resuming || lost > 0 { options.late_workers } else { Duration::ZERO };
+        server.shutdown(late_workers);
         outcome
     }
 }

@@ -606,9 +606,12 @@ impl Scheduler {
         outbox
     }
 
-    /// Training is over: every worker may exit.
+    /// Training is over: every worker may exit. They leave the scheduler here, so the end
+    /// of their sessions counts as no loss (a finished run reports no lost workers it did
+    /// not lose).
     pub fn release_all(&mut self) -> Outbox {
-        self.workers.keys().map(|&k| (k, message(master_message::Body::Release(proto::Release {})))).collect()
+        let workers = std::mem::take(&mut self.workers);
+        workers.into_keys().map(|k| (k, message(master_message::Body::Release(proto::Release {})))).collect()
     }
 
     /// Stops the run: the current phase and every later one fail with `reason`.
