@@ -44,8 +44,7 @@ impl Layout {
     /// regular file: from a pipe (`--input /dev/stdin`) that would consume lines the reader
     /// then never sees, so a pipe is read as the standard 40 columns.
     pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
-        let regular = std::fs::metadata(path).map_err(LineaError::io(path))?.is_file();
-        let fields = if regular { first_line(path)?.split('\t').count() } else { 40 };
+        let fields = if is_regular_file(path)? { first_line(path)?.split('\t').count() } else { 40 };
         if fields < 40 {
             return Err(LineaError::input(path, 1, format!("{fields} fields, expected 40")));
         }
@@ -63,6 +62,12 @@ impl Layout {
     }
 
     pub fn csv(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        if !is_regular_file(path)? {
+            // Each read below would consume lines the next one then never sees.
+            return Err(LineaError::Usage(format!(
+                "{path}: CSV input is read more than once (the header, each column's type, then the rows): give a file, not a pipe"
+            )));
+        }
         let first = first_line(path)?;
         let delimiter = if first.contains('\t') { b'\t' } else { b',' };
         let mut head = reader(path, delimiter, false)?;
@@ -222,6 +227,11 @@ impl ExampleReader for DelimitedReader {
     }
 }
 
+/// Whether `path` can be read more than once (a pipe or a terminal cannot).
+fn is_regular_file(path: &str) -> Result<bool> {
+    Ok(std::fs::metadata(path).map_err(LineaError::io(path))?.is_file())
+}
+
 fn first_line(path: &str) -> Result<String> {
     let mut lines = Lines::open(path)?;
     if !lines.next_line()? {
@@ -291,13 +301,18 @@ mod tests {
         assert!(error.ends_with(":3: 41 fields, expected 42"), "{error}");
     }
 
+    fn fifo(dir: &std::path::Path) -> std::path::PathBuf {
+        let fifo = dir.join("rows");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        fifo
+    }
+
     /// From a pipe no line is read ahead (it would be lost to the reader): every line
     /// arrives, read as the standard 40 columns.
     #[test]
     fn criteo_from_a_pipe_loses_no_line() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("rows");
-        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let fifo = fifo(dir.path());
         let lines: Vec<String> = (0..3).map(|i| line(&(i % 2).to_string(), &[])).collect();
         let writer = {
             let (fifo, text) = (fifo.clone(), lines.join("\n") + "\n");
@@ -312,5 +327,15 @@ mod tests {
         }
         writer.join().unwrap();
         assert_eq!(read, lines.len());
+    }
+
+    /// CSV is read more than once: from a pipe it is refused before anything is read.
+    #[test]
+    fn csv_from_a_pipe_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = fifo(dir.path());
+        let spec = FeatureSpec { format: Format::Csv, ..criteo_spec() };
+        let error = open(fifo.to_str().unwrap(), &spec).err().expect("refused").to_string();
+        assert!(error.contains("give a file, not a pipe"), "{error}");
     }
 }
