@@ -154,10 +154,12 @@ fn scale_in_decisions_survive_kill_9_of_a_worker_and_of_the_master() {
     let log = job.finish();
     assert!(log.contains("resuming from checkpoint"), "{log}");
     // The first scale-in's two merged slots were built from the rows the old slots' holders
-    // handed over (the killed worker's closing line is lost, so count at least those).
+    // handed over. Counted from the workers' closing lines: the killed worker was one of the
+    // two that merged, and its line is lost, so one is certain; whether a later merge is
+    // counted too depends on which worker made it (one run of the CI counted exactly 1).
     let (from_parts, from_storage) = job.cluster.merges();
     println!("merged slots: {from_parts} from parts, {from_storage} from storage");
-    assert!(from_parts >= 2, "{from_parts} merged slots from parts, {from_storage} from storage");
+    assert!(from_parts >= 1, "{from_parts} merged slots from parts, {from_storage} from storage");
     assert!(
         std::fs::read(&model).unwrap() == std::fs::read(&reference).unwrap(),
         "the disturbed elastic run's model differs from the undisturbed one"
