@@ -15,10 +15,12 @@
 //! specified (naive Bayes is the Bayes-optimal model). What is lost is the sample's
 //! dependence between columns given the label.
 //!
-//! The random numbers are splitmix64 (Steele, Lea and Flood, "Fast splittable pseudorandom
-//! number generators", OOPSLA 2014) on a state seeded from (seed, row): counter-based, so
-//! no state is carried between rows. A uniform index below `n` is `(x * n) >> 64` (Lemire),
-//! whose bias is below `n / 2^64`.
+//! The random numbers are the engine's splitmix64 ([`SplitMix64::keyed`], Steele, Lea and
+//! Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014) on a state seeded
+//! from (seed, row): counter-based, so no state is carried between rows. A uniform index
+//! below `n` is `(x * n) >> 64` (Lemire), whose bias is below `n / 2^64`.
+
+use linea_engine::rng::SplitMix64;
 
 /// A labelled sample: rows of text fields, the label first.
 #[derive(Debug)]
@@ -87,7 +89,7 @@ impl Sample {
     /// Generated row `i` for `seed`: its label, and in `fields` (cleared first) one value
     /// per column, borrowed from the sample.
     pub fn generate<'a>(&'a self, seed: u64, i: u64, fields: &mut Vec<&'a str>) -> u8 {
-        let mut rng = SplitMix::at(seed, i);
+        let mut rng = SplitMix64::keyed(seed, i);
         let label = self.labels[rng.below(self.rows.len())];
         let rows = &self.by_label[label as usize];
         fields.clear();
@@ -95,36 +97,6 @@ impl Sample {
             fields.push(&self.rows[rows[rng.below(rows.len())] as usize][c]);
         }
         label
-    }
-}
-
-/// splitmix64, its state seeded from (seed, row).
-pub struct SplitMix(u64);
-
-const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// splitmix64's output function (a bijection of u64).
-pub fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-impl SplitMix {
-    /// The stream of row `row`: the state is a mix of the seed's and the row's, so rows'
-    /// streams do not overlap in any way that depends on their order.
-    pub fn at(seed: u64, row: u64) -> SplitMix {
-        SplitMix(mix(seed ^ mix(row.wrapping_add(GOLDEN))))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(GOLDEN);
-        mix(self.0)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }
 }
 
@@ -166,7 +138,7 @@ mod tests {
 
     #[test]
     fn uniform_below_hits_every_value_evenly() {
-        let mut rng = SplitMix::at(1, 2);
+        let mut rng = SplitMix64::keyed(1, 2);
         let mut counts = [0u32; 7];
         for _ in 0..70_000 {
             counts[rng.below(7)] += 1;

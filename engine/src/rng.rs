@@ -5,17 +5,30 @@
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);
 
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// SplitMix64's output function (a bijection of u64).
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
         Self(seed)
     }
 
+    /// The stream of item `key` (a generated row, say) under `seed`: its state mixes both,
+    /// so any item's draws can be made alone and streams do not overlap in any way that
+    /// depends on the items' order.
+    pub fn keyed(seed: u64, key: u64) -> Self {
+        Self(mix(seed ^ mix(key.wrapping_add(GOLDEN))))
+    }
+
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GOLDEN);
+        mix(self.0)
     }
 
     /// Uniform in `0..bound` (Lemire's multiply-shift; the tiny bias is irrelevant here).
