@@ -181,9 +181,6 @@ impl proto::master_server::Master for Service {
             // The job is read under the hub lock, so a reconfiguration either reaches this
             // worker through its outbox or is already in the description it gets here.
             let mut guard = hub.state.lock().expect("hub lock");
-            // Under the hub lock, which the stopping master takes to drop every session: a
-            // worker is either refused here (it retries, and finds the restarted master) or
-            // its session is dropped with the others.
             if hub.finished.load(Ordering::SeqCst) {
                 // The run is over: a worker that comes back only now (it was reconnecting
                 // while the others were released) is released too, instead of retrying for
@@ -193,6 +190,9 @@ impl proto::master_server::Master for Service {
                 outbox.send(Ok(proto::MasterMessage { body: Some(release) })).expect("receiver is here");
                 return Ok(Response::new(UnboundedReceiverStream::new(messages)));
             }
+            // Under the hub lock, which the stopping master takes to drop every session: a
+            // worker is either refused here (it retries, and finds the restarted master) or
+            // its session is dropped with the others.
             if hub.stopped_by().is_some() {
                 return Err(Status::unavailable("the master is stopping"));
             }
