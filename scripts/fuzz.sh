@@ -14,6 +14,9 @@
 #                                          keeping only those that add coverage (libFuzzer
 #                                          -merge=1), so the corpus stays small
 #
+# The replay of the checked-in corpus is not here: it is a test of the normal build
+# (fuzz/tests/corpus.rs, in `cargo test --workspace`), so CI needs no instrumented build.
+#
 # All targets are one binary (fuzz/src/lib.rs): linking a binary with linea's dependencies
 # takes about a minute on two cores, so one link instead of one per target.
 #
@@ -25,15 +28,16 @@
 # (-rss_limit_mb), and every target also refuses any single allocation over 256 MiB
 # (fuzz/src/lib.rs).
 #
-# The build has its own target dir in the cache ($LINEA_CACHE/target-fuzz-<rustc version>):
-# instrumented code must never mix with the normal build's. `--target` is passed so the
-# flags reach only the code that runs in the fuzzer, not build scripts or proc macros.
+# The build has its own target dir in the cache ($LINEA_CACHE/target-fuzz-<rustc version>)
+# and profile (`fuzz` in Cargo.toml: the decoders optimised, the rest not): instrumented code
+# must never mix with the normal build's. `--target` is passed so the flags reach only the
+# code that runs in the fuzzer, not build scripts or proc macros.
 . "$(dirname "$0")/env.sh"
-cd "$LINEA_ROOT/fuzz"
+cd "$LINEA_ROOT/fuzz"  # the corpus paths below are relative to it
 
 triple="$(rustc -vV | awk '/^host:/ {print $2}')"
 export CARGO_TARGET_DIR="$LINEA_CACHE/target-fuzz-$rust_version"
-bin_dir="$CARGO_TARGET_DIR/$triple/release"
+bin_dir="$CARGO_TARGET_DIR/$triple/fuzz"
 seconds="${LINEA_FUZZ_SECONDS:-15}"
 
 flags=(
@@ -55,7 +59,7 @@ targets() {
 
 build() {
     echo "== building the fuzz targets (instrumented; $CARGO_TARGET_DIR)" >&2
-    RUSTFLAGS="${flags[*]}" cargo build --release --locked --target "$triple" --bin linea-fuzz >&2
+    RUSTFLAGS="${flags[*]}" cargo build --profile fuzz --locked --target "$triple" -p linea-fuzz --features libfuzzer --bin linea-fuzz >&2
 }
 
 # libFuzzer's options for every run: a crash stops it; one input may take 10 s; the
@@ -101,26 +105,6 @@ run)
     done
     exit $status
     ;;
-replay)
-    # Every target over its checked-in corpus, each input once (libFuzzer -runs=0): the
-    # same inputs on every run, so CI cannot fail on what a time-bounded search happened to
-    # reach; `run` is the search.
-    build
-    mapfile -t all < <(targets)
-    status=0
-    log="$(mktemp)"
-    for target in "${all[@]}"; do
-        if LINEA_FUZZ_TARGET="$target" "$bin_dir/linea-fuzz" "${options[@]}" -runs=0 "corpus/$target" >"$log" 2>&1; then
-            echo "== fuzz corpus replay: $target, $(ls "corpus/$target" | wc -l) inputs ok"
-        else
-            echo "== fuzz corpus replay: $target FAILED"
-            tail -40 "$log"
-            status=1
-        fi
-    done
-    rm -f "$log"
-    exit $status
-    ;;
 cmin)
     [ $# -ge 3 ] || { echo "usage: $0 cmin TARGET DIR..." >&2; exit 2; }
     target="$2"
@@ -130,7 +114,7 @@ cmin)
     LINEA_FUZZ_TARGET="$target" "$bin_dir/linea-fuzz" "${options[@]}" -merge=1 "corpus/$target" "$@"
     ;;
 *)
-    sed -n '2,32p' "$0" >&2
+    sed -n '2,34p' "$0" >&2
     exit 2
     ;;
 esac

@@ -24,8 +24,11 @@ pub mod targets {
     pub mod worker_messages;
 }
 
+/// A fuzz target: one input in, a panic or an abort if it found a defect.
+pub type Target = fn(&[u8]);
+
 /// The targets by name, as scripts/fuzz.sh and fuzz/corpus/ name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("read_libsvm", targets::read_libsvm::run),
     ("read_vw", targets::read_vw::run),
     ("read_criteo", targets::read_criteo::run),
@@ -41,7 +44,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
 
 /// Runs the target `LINEA_FUZZ_TARGET` names on one input.
 pub fn run(data: &[u8]) {
-    static TARGET: OnceLock<fn(&[u8])> = OnceLock::new();
+    static TARGET: OnceLock<Target> = OnceLock::new();
     let target = TARGET.get_or_init(|| {
         let name = std::env::var("LINEA_FUZZ_TARGET").unwrap_or_default();
         match TARGETS.iter().find(|(n, _)| *n == name) {

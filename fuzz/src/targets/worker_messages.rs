@@ -24,11 +24,7 @@ pub fn run(data: &[u8]) {
             0 => {
                 let Ok(message) = proto::MasterMessage::decode(body) else { continue };
                 match message.body {
-                    Some(master_message::Body::Job(info)) => {
-                        if validate::job(&info).is_ok() {
-                            job = Some(info);
-                        }
-                    }
+                    Some(master_message::Body::Job(info)) if validate::job(&info).is_ok() => job = Some(info),
                     Some(master_message::Body::Assignment(assignment)) => {
                         for phase in &assignment.phases {
                             let Ok(reduction) = validate::reduction(phase) else { continue };
