@@ -1,0 +1,52 @@
+//! `memcap` counts the memory of a whole process tree and kills it above the cap: three
+//! children that each hold a 30 MB string (about 59 MiB at most while building it, 30 MiB
+//! after) stay below a cap of 75 MiB alone and go above it together. They block on their standard input (kept open here), so the only way the
+//! command ends is memcap's kill: no sleeps, no timing.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+/// A shell that builds a 30 MB string (a command substitution, held in the shell's memory)
+/// and then waits for a line on its standard input.
+const HOLD_30_MB: &str = "x=$(head -c 30000000 /dev/zero | tr '\\0' a); read line; echo ${#x}";
+
+fn memcap(cap_mb: u64, script: &str) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memcap"))
+        .args(["--cap-mb", &cap_mb.to_string(), "--every-ms", "5", "--name", "test", "--", "sh", "-c", script])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The stdin pipe stays open until the command has ended: nothing else lets it end.
+    let stdin = child.stdin.take();
+    let mut report = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut report).unwrap();
+    let status = child.wait().unwrap();
+    drop(stdin);
+    (status.code(), report)
+}
+
+/// The MiB figure after `label` in memcap's report line.
+fn figure(report: &str, label: &str) -> f64 {
+    let rest = &report[report.find(label).unwrap_or_else(|| panic!("{label:?} in {report}")) + label.len()..];
+    rest.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_sum_over_the_tree_goes_above_a_cap_each_process_stays_below() {
+    let three = format!("({HOLD_30_MB}) & ({HOLD_30_MB}) & ({HOLD_30_MB}) & wait");
+    let (code, report) = memcap(75, &three);
+    assert_eq!(code, Some(137), "{report}");
+    assert!(report.contains("killed above the cap of 75 MiB"), "{report}");
+    assert!(figure(&report, "peak sum of VmRSS") > 75.0, "{report}");
+    // Each process's high-water mark is at least what it held at the sample that saw the sum.
+    assert!(figure(&report, "sum of VmHWM") >= figure(&report, "peak sum of VmRSS"), "{report}");
+}
+
+#[test]
+fn a_command_within_the_cap_keeps_its_exit_code() {
+    // The tree never holds much: the shell ends by itself with its own code.
+    let (code, report) = memcap(64, "exit 3");
+    assert_eq!(code, Some(3), "{report}");
+    assert!(report.contains("within the cap of 64 MiB"), "{report}");
+}
