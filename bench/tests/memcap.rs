@@ -1,8 +1,9 @@
-//! `memcap` counts the memory of a whole process tree and kills it above the cap: three
+//! `memcap`'s parsing of /proc, and the binary end to end. It counts the memory of a whole process tree and kills it above the cap: three
 //! children that each hold a 30 MB string (about 59 MiB at most while building it, 30 MiB
 //! after) stay below a cap of 75 MiB alone and go above it together. They block on their standard input (kept open here), so the only way the
 //! command ends is memcap's kill: no sleeps, no timing.
 
+use linea_bench::memcap::{Usage, parse_ppid, parse_status, tree};
 use std::io::Read;
 use std::process::{Command, Stdio};
 
@@ -49,4 +50,28 @@ fn a_command_within_the_cap_keeps_its_exit_code() {
     let (code, report) = memcap(64, "exit 3");
     assert_eq!(code, Some(3), "{report}");
     assert!(report.contains("within the cap of 64 MiB"), "{report}");
+}
+
+#[test]
+fn status_fields_in_kib() {
+    let text = "Name:\tlinea\nVmPeak:\t  900 kB\nVmHWM:\t   5120 kB\nVmRSS:\t    4096 kB\nThreads:\t3\n";
+    assert_eq!(parse_status(text), Some(Usage { rss_kb: 4096, hwm_kb: 5120 }));
+    assert_eq!(parse_status("Name:\tkthreadd\nThreads:\t1\n"), None, "a kernel thread has no VmRSS");
+}
+
+#[test]
+fn ppid_after_a_name_with_spaces_and_parentheses() {
+    assert_eq!(parse_ppid("4242 (tokio-rt (worker) 1) S 17 4242 17 0 -1"), Some(17));
+    assert_eq!(parse_ppid("1 (init) S 0 1 1"), Some(0));
+    assert_eq!(parse_ppid("garbage"), None);
+}
+
+#[test]
+fn tree_takes_descendants_only() {
+    // 10 -> 11 -> 13, 10 -> 12; 20 is unrelated, 1 is 10's parent.
+    let parents = [(1, 0), (10, 1), (11, 10), (12, 10), (13, 11), (20, 1)];
+    let mut members = tree(10, &parents);
+    assert_eq!(members[0], 10);
+    members.sort();
+    assert_eq!(members, vec![10, 11, 12, 13]);
 }
