@@ -1,7 +1,8 @@
-//! `memcap`'s parsing of /proc, and the binary end to end. It counts the memory of a whole process tree and kills it above the cap: three
-//! children that each hold a 30 MB string (about 59 MiB at most while building it, 30 MiB
-//! after) stay below a cap of 75 MiB alone and go above it together. They block on their standard input (kept open here), so the only way the
-//! command ends is memcap's kill: no sleeps, no timing.
+//! `memcap`'s parsing of /proc, and the binary end to end: it counts the memory of a whole
+//! process tree and kills the tree above the cap. Three children that each hold a 30 MB
+//! string (about 59 MiB at most while building it, 30 MiB after) stay below a cap of 75 MiB
+//! alone and go above it together. They block on their standard input (kept open here), so
+//! the only way the command ends is memcap's kill: no sleeps, no timing.
 
 use linea_bench::memcap::{Usage, parse_ppid, parse_status, tree};
 use std::io::Read;
