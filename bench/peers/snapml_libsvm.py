@@ -3,9 +3,10 @@
     python snapml_libsvm.py FILE L2 TOL
 
 Loads FILE with scikit-learn's load_svmlight_file (a float64 CSR: 12 bytes per non-zero
-plus the parser's buffers), appends the always-on bias column (peerdata._add_bias, as the harness does), and fits run_peers.py's
-`snapml` tool (dual, regularizer 2 * l2, no intercept, both cores): linea's objective
-sum log(1 + exp(-y w.x)) + l2 |w|^2. Prints rows, non-zeros, load and fit seconds."""
+plus the parser's buffers), appends the always-on bias column (peerdata._add_bias, as the
+harness does), and fits run_peers.py's `snapml` tool (dual, regularizer 2 * l2, no
+intercept, both cores): linea's objective sum log(1 + exp(-y w.x)) + l2 |w|^2. Prints rows,
+non-zeros, load and fit seconds."""
 import sys
 import time
 
