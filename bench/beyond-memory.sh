@@ -1,72 +1,156 @@
 #!/usr/bin/env bash
 # Past the memory wall (issue 20): genuinely new Criteo rows from criteo-gen
 # (bench/src/criteo_gen.rs), prepared into a grid on disk, trained by `linea train
-# --workers 1 --cache-mb` so the worker's cell cache holds only part of the grid; the
-# optimum is established by a long SCD run and cross-checked by L-BFGS on the same grid.
+# --workers 1 --cache-mb` so the worker's cell cache holds only part of the grid, with every
+# trainer (linea and the peers alike) under one memory cap: `memcap` (bench/src/memcap.rs)
+# sums the resident memory of a command's whole process tree and kills the tree above the
+# cap, which simulates a machine of CAP_MB (docs/benchmarks.md, "Past the memory wall").
 #
-#   bench/beyond-memory.sh [ROWS] [CACHE_MB] [CROSSES]   (default 50,000,000 rows, 2048 MiB, 8)
+#   bench/beyond-memory.sh [ROWS] [CACHE_MB] [CROSSES] [CAP_MB]
+#       (default 1,000,000 rows, 16 MiB, 2 crosses, a cap of 256 MiB; CAP_MB 0: no cap)
 #
-# Small versions run in minutes: `bench/beyond-memory.sh 1000000 64`. Prints the generated
-# rows' column statistics against the sample's (first min(ROWS, 1M) rows), the grid's size,
-# the memory LIBLINEAR would need (16 bytes per feature_node: each non-zero, the bias and
-# the row's terminator), and per run its peak RSS, seconds per epoch and the seconds to
-# 1e-4 and 1e-6 of the optimum. A benchmark, not a test: it asserts nothing.
+# A small version runs in minutes: `bench/beyond-memory.sh 100000 4 2 128`. With 8 crosses
+# the feature count grows about as fast as the rows and linea's memory with it (~280 bytes
+# per feature, docs/benchmarks.md): at 1M rows it needs more than LIBLINEAR. Prints the
+# generated rows' column statistics against the sample's, the grid's size, the memory
+# LIBLINEAR needs (16 bytes per feature_node: each non-zero, the bias and the row's
+# terminator), then
+#  - linea SCD to --tolerance 1e-13 under the cap: its peak memory (master and worker
+#    together) and its seconds to 1e-4 and 1e-6 of f*;
+#  - the optimum f*: the lowest final objective of SCD, CoCoA (one worker, SDCA) to a
+#    duality gap of 1e-10 and L-BFGS (uncapped: they establish f*, they are not the run
+#    measured), with CoCoA's gap as a certificate: f* >= CoCoA's objective - its gap;
+#  - each peer (LIBLINEAR's CLI, Snap ML, VW --bfgs; LINEA_BENCH_PEERS picks) under the cap
+#    on the full set and, when it fails there, on halved prefixes of it down to one that it
+#    holds, then once between: what it did (its last error line) and its peak memory.
+# Keeps the grid and the LIBSVM text under LINEA_BENCH_WORK; the TSV is deleted once
+# prepared. A benchmark, not a test: it asserts nothing.
 . "$(dirname "$0")/../scripts/env.sh"
-rows="${1:-50000000}"
-cache_mb="${2:-2048}"
-crosses="${3:-8}"
+rows="${1:-1000000}"
+cache_mb="${2:-16}"
+crosses="${3:-2}"
+cap_mb="${4:-256}"
 work="${LINEA_BENCH_WORK:-$LINEA_CACHE/bench/criteo-gen-$rows-x$crosses}"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
+peers="${LINEA_BENCH_PEERS:-liblinear,snapml,vw}"
+lbfgs_epochs="${LINEA_BENCH_LBFGS_EPOCHS:-1000}"
 bin="$CARGO_TARGET_DIR/release"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+capped=(--cap-mb "$cap_mb")
+[ "$cap_mb" = 0 ] && capped=()
 
 build_release
+venv=$(bash "$LINEA_ROOT/bench/peers/setup.sh")
 mkdir -p "$work"
 echo "== $(date -u +%T) statistics, load $(load)"
 "$bin/criteo-gen" --sample "$data/criteo-sample/train.tsv" --stats "$((rows < 1000000 ? rows : 1000000))" \
     --crosses "$crosses" > "$work/stats.md" || echo "a statistic is off: see $work/stats.md"
 tail -1 "$work/stats.md"
-if [ ! -f "$work/grid/manifest.json" ]; then
+if [ ! -f "$work/grid/.done" ]; then
+    # A file, not a pipe: prepare reads the column count (40 + the crosses) from the first
+    # line, which it can read ahead only from a regular file.
     echo "== $(date -u +%T) generate $rows rows, load $(load)"
-    /usr/bin/time -f "generate: %e s, peak RSS %M KB" \
-        "$bin/criteo-gen" --sample "$data/criteo-sample/train.tsv" --rows "$rows" --crosses "$crosses" > "$work/gen.tsv"
+    "$bin/memcap" --name generate -- "$bin/criteo-gen" --sample "$data/criteo-sample/train.tsv" \
+        --rows "$rows" --crosses "$crosses" > "$work/gen.tsv"
     ls -l "$work/gen.tsv"
     echo "== $(date -u +%T) prepare, load $(load)"
-    /usr/bin/time -f "prepare: %e s, peak RSS %M KB" \
-        "$bin/linea" prepare --quiet --input "$work/gen.tsv" --format criteo --output "$work/grid" --threads 2
+    rm -rf "$work/grid"
+    # Under the cap too, with one thread: two parse in parallel with twice the buffers
+    # (1M rows, 2 crosses: 148 MiB with one thread, above 256 MiB with two).
+    "$bin/memcap" --name prepare "${capped[@]}" -- "$bin/linea" prepare --quiet --input "$work/gen.tsv" \
+        --format criteo --output "$work/grid" --threads 1
+    if [ -n "$peers" ]; then
+        echo "== $(date -u +%T) the peers' LIBSVM text, load $(load)"
+        (cd "$LINEA_ROOT/bench/peers" && "$venv/bin/python" criteo_libsvm.py < "$work/gen.tsv" > "$work/gen.svm" \
+            2> "$work/svm.log")
+        cat "$work/svm.log"
+    fi
     rm -f "$work/gen.tsv"
+    touch "$work/grid/.done"
 fi
 du -sh "$work/grid"
-"$bin/linea" inspect --data "$work/grid" 2>/dev/null | head -20 || true
 nnz=$(grep -o '"nnz": *[0-9]*' "$work/grid/manifest.json" | head -1 | grep -o '[0-9]*$' || true)
-[ -n "$nnz" ] && echo "LIBLINEAR's feature_nodes: $(( (nnz + 2 * rows) * 16 / 1048576 )) MiB (nnz $nnz)"
+# The grid's non-zeros count the bias; LIBLINEAR adds a terminator per row.
+[ -n "$nnz" ] && echo "LIBLINEAR's feature_nodes: $(((nnz + rows) * 16 / 1048576)) MiB (nnz $nnz with the bias)"
 
-# run NAME ALGORITHM EPOCHS TOLERANCE: a bounded-cache run, its trace at $work/NAME.csv.
-run() {
-    echo "== $(date -u +%T) $1 ($2, at most $3 epochs), load $(load)"
-    /usr/bin/time -f "$1: %e s, peak RSS %M KB (the larger of the master and its waited-for worker)" \
-        "$bin/linea" train --quiet --data "$work/grid" --model "$work/$1.model" --algorithm "$2" \
-        --epochs "$3" --tolerance "$4" --workers 1 --threads 2 --cache-mb "$cache_mb" --trace "$work/$1.csv" \
-        2> >(tee "$work/$1.time" >&2)
+# linea NAME CAP ALGORITHM OPTIONS...: a bounded-cache run under memcap, its trace at
+# $work/NAME.csv and memcap's line at $work/NAME.mem.
+linea() {
+    local name=$1 cap=$2 algorithm=$3
+    shift 3
+    local limit=()
+    [ "$cap" = capped ] && limit=("${capped[@]}")
+    echo "== $(date -u +%T) $name ($algorithm $*), load $(load)"
+    "$bin/memcap" --name "$name" "${limit[@]}" -- "$bin/linea" train --quiet --data "$work/grid" \
+        --model "$work/$name.model" --algorithm "$algorithm" --workers 1 --threads 2 \
+        --cache-mb "$cache_mb" --trace "$work/$name.csv" "$@" 2> >(tee "$work/$name.mem" >&2) ||
+        echo "   $name ended with exit $? (137: killed above the cap)"
     echo "   load after $(load)"
 }
 
-run reference-scd scd 400 1e-13
-run reference-lbfgs lbfgs 300 0
-fstar=$(awk -F, 'FNR > 1 {if (min == "" || $3 < min) min = $3} END {printf "%.17g", min}' \
-    "$work/reference-scd.csv" "$work/reference-lbfgs.csv")
-echo "optimum f* = $fstar (the lower of the two references' last objectives)"
-for ref in reference-scd reference-lbfgs; do
-    awk -F, -v f="$fstar" -v n="$ref" 'FNR > 1 {last = $3; e = $1} END {printf "%s: %d epochs, objective %.12g, relative to f* %.2e\n", n, e, last, (last - f) / f}' "$work/$ref.csv"
+linea scd capped scd --epochs 400 --tolerance 1e-13
+linea cocoa uncapped cocoa --epochs 400 --gap-tolerance 1e-10
+linea lbfgs uncapped lbfgs --epochs "$lbfgs_epochs" --tolerance 0 --gradient-tolerance 1e-12
+last() { awk -F, -v c="$2" 'FNR > 1 && $c != "" {v = $c} END {printf "%.17g", v}' "$work/$1.csv"; }
+fstar=$(for r in scd cocoa lbfgs; do last "$r" 3; echo; done | sort -g | head -1)
+lower=$(awk -v f="$(last cocoa 3)" -v g="$(last cocoa 4)" 'BEGIN {printf "%.17g", f - g}')
+echo "optimum f* = $fstar (the lowest final objective); CoCoA's gap certifies f* >= $lower,"
+awk -v f="$fstar" -v l="$lower" 'BEGIN {printf "   so f* is within %.2e of the optimum (relative)\n", (f - l) / f}'
+for r in scd cocoa lbfgs; do
+    awk -F, -v f="$fstar" -v n="$r" 'FNR > 1 && $3 != "" {last = $3; e = $1; s = $2} END {
+        printf "%s: %d epochs in %.1f s, objective %.12g, %.2e above f*\n", n, e, s, last, (last - f) / f}' \
+        "$work/$r.csv"
 done
-# Times to 1e-4 and 1e-6 of f*, on the SCD run's own clock (its trace's seconds).
+# Times to 1e-4 and 1e-6 of f*, on the capped SCD run's own clock (its trace's seconds).
 awk -F, -v f="$fstar" 'FNR > 1 {
         r = ($3 - f) / f
-        if (!t4 && r <= 1e-4) t4 = $2
-        if (!t6 && r <= 1e-6) t6 = $2
-        e = $1; s = $2
+        if (!t4 && r <= 1e-4) { t4 = $2; e4 = $1 }
+        if (!t6 && r <= 1e-6) { t6 = $2; e6 = $1 }
     } END {
-        printf "scd: %d epochs in %.1f s (%.2f s per epoch); to 1e-4: %s s, to 1e-6: %s s\n",
-            e, s, s / e, t4 ? t4 : "never", t6 ? t6 : "never"
-    }' "$work/reference-scd.csv"
+        printf "scd under the cap: to 1e-4 of f*: %s s (epoch %d), to 1e-6: %s s (epoch %d)\n",
+            t4 ? t4 : "never", e4, t6 ? t6 : "never", e6
+    }' "$work/scd.csv"
+tail -1 "$work/scd.mem"
+
+# peer NAME FILE: one peer on one LIBSVM file under the cap; memcap's line and the peer's
+# last line of errors at $work/peer-NAME.log.
+peer() {
+    local name=$1 file=$2 d bits
+    case $name in
+        liblinear) set -- liblinear-train -s 7 -c 0.5 -e 0.01 -B 1 -q "$file" "$work/liblinear.model" ;;
+        snapml) set -- "$venv/bin/python" "$LINEA_ROOT/bench/peers/snapml_libsvm.py" "$file" 1 1e-3 ;;
+        vw)
+            d=$(grep -o '[0-9]* features' "$work/svm.log" | grep -o '^[0-9]*')
+            bits=$(awk -v d="$d" 'BEGIN {b = 10; while (2 ^ (b - 1) < d) b++; print b}')
+            rm -f "$work/vw.cache"
+            set -- sh -c "sed 's/ / | /' '$file' | '$venv/bin/python' -m vowpalwabbit -d /dev/stdin --bfgs --termination 0 \
+                --passes 5 -c --cache_file '$work/vw.cache' -k --holdout_off --loss_function logistic \
+                --noconstant --l2 2 -b $bits -f '$work/vw.model' --predict_only_model --quiet" ;;
+    esac
+    "$bin/memcap" --name "$name" "${capped[@]}" -- "$@" > "$work/peer-$name.log" 2>&1
+}
+
+for p in ${peers//,/ }; do
+    [ -f "$work/gen.svm" ] || { echo "no $work/gen.svm: prepare the grid again to run the peers"; break; }
+    ok=0 bad= n=$rows
+    while :; do
+        echo "== $(date -u +%T) $p on $n rows, load $(load)"
+        if [ "$n" = "$rows" ]; then f="$work/gen.svm"; else head -n "$n" "$work/gen.svm" > "$work/part.svm"; f="$work/part.svm"; fi
+        rc=0
+        peer "$p" "$f" || rc=$?
+        result=held
+        [ "$rc" = 137 ] && result=failed
+        [ "$rc" != 0 ] && [ "$rc" != 137 ] && { echo "   $p failed (exit $rc), not for memory: see $work/peer-$p.log"; break; }
+        { grep -v '^memcap' "$work/peer-$p.log" || true; } | tail -1 | sed 's/^/   /'
+        { grep '^memcap' "$work/peer-$p.log" || true; } | sed 's/^/   /'
+        if [ "$result" = held ]; then ok=$n; else bad=$n; fi
+        [ "$ok" = "$rows" ] && break
+        if [ "$ok" = 0 ]; then n=$((n / 2)); [ "$n" -lt 1000 ] && break; continue; fi
+        # One step between the largest size held and the smallest that failed.
+        [ "$n" = "$ok" ] && [ $((bad - ok)) -gt $((rows / 8)) ] && { n=$(((ok + bad) / 2)); continue; }
+        break
+    done
+    echo "$p: held $ok of $rows rows under the cap${bad:+ (failed at $bad)}"
+done
+rm -f "$work/part.svm" "$work/vw.cache"
 echo "== $(date -u +%T) done, load $(load)"

@@ -145,21 +145,28 @@ def _criteo_bucket(v: int) -> str:
 
 def _criteo_rows(path):
     with open(path) as f:
-        for line in f:
-            if not line.strip():
-                continue
-            c = line.rstrip("\n").split("\t")
-            c += [""] * (40 - len(c))
-            feats = []
-            for j in range(13):
-                s = c[1 + j]
-                if s != "":
-                    feats.append((f"I{j+1}^{_criteo_bucket(int(s))}", 1.0))
-            for j in range(26):
-                s = c[14 + j]
-                if s != "":
-                    feats.append((f"C{j+1}^{s}", 1.0))
-            yield float(c[0]), feats
+        yield from criteo_lines(f)
+
+
+def criteo_lines(f):
+    """yield (label, [(key, 1.0), ...]) for Criteo TSV lines."""
+    for line in f:
+        if not line.strip():
+            continue
+        c = line.rstrip("\n").split("\t")
+        c += [""] * (40 - len(c))
+        feats = []
+        for j in range(13):
+            s = c[1 + j]
+            if s != "":
+                feats.append((f"I{j+1}^{_criteo_bucket(int(s))}", 1.0))
+        # C1-C26, then any further columns as C27, C28, ... (criteo-gen's hashed
+        # crosses), as `linea prepare --format criteo` reads them.
+        for j in range(len(c) - 14):
+            s = c[14 + j]
+            if s != "":
+                feats.append((f"C{j+1}^{s}", 1.0))
+        yield float(c[0]), feats
 
 
 def _build_keyed(rows_per_split, vocab=None, chunk_rows=500_000):

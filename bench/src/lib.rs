@@ -3,6 +3,7 @@
 pub mod column_stats;
 pub mod criteo_gen;
 pub mod elastic_run;
+pub mod memcap;
 pub mod resample;
 pub mod resample_bow;
 pub mod scale_in;
