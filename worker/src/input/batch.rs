@@ -143,10 +143,10 @@ pub fn read_batches(
     range_bytes: usize,
     take: &mut dyn FnMut(Batch) -> Result<()>,
 ) -> Result<()> {
-    let Some(parser) = RangeParser::new(path, spec)? else {
+    let mut ranges = Ranges::open(path, spec.format, range_bytes)?;
+    let Some(parser) = RangeParser::new(path, spec, &mut ranges)? else {
         return read_in_order(super::open(path, spec)?, take);
     };
-    let mut ranges = Ranges::open(path, spec.format, range_bytes)?;
     let rest = if threads <= 1 {
         loop {
             match ranges.next_range()? {

@@ -40,11 +40,13 @@ pub struct DelimitedReader {
 impl Layout {
     /// Criteo's label, I1-I13 and C1-C26, and any further columns of the first line as
     /// categorical C27, C28, ... (hashed crosses, as `criteo-gen` appends them); every line
-    /// must have as many fields as the first. The first line is read ahead only from a
-    /// regular file: from a pipe (`--input /dev/stdin`) that would consume lines the reader
-    /// then never sees, so a pipe is read as the standard 40 columns.
-    pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
-        let fields = if is_regular_file(path)? { first_line(path)?.split('\t').count() } else { 40 };
+    /// must have as many fields as the first. The caller reads `first_line` from the stream
+    /// it then parses, so a pipe (`--input /dev/stdin`) loses no line to the count.
+    pub fn criteo(path: &str, first_line: &[u8], spec: &FeatureSpec) -> Result<Self> {
+        if first_line.is_empty() {
+            return Err(LineaError::data(path, "no examples: the file is empty"));
+        }
+        let fields = first_line.split(|&b| b == b'\t').count();
         if fields < 40 {
             return Err(LineaError::input(path, 1, format!("{fields} fields, expected 40")));
         }
@@ -170,6 +172,17 @@ impl DelimitedReader {
     pub fn open(layout: std::sync::Arc<Layout>) -> Result<Self> {
         let file = std::fs::File::open(&layout.file).map_err(LineaError::io(&layout.file))?;
         Ok(Self::new(layout, Box::new(file), true))
+    }
+
+    /// The whole Criteo file or pipe: its first line is read here to count the columns, and
+    /// handed to the reader ahead of the rest.
+    pub fn criteo(path: &str, spec: &FeatureSpec) -> Result<Self> {
+        let file = std::fs::File::open(path).map_err(LineaError::io(path))?;
+        let mut source = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut first = Vec::new();
+        std::io::BufRead::read_until(&mut source, b'\n', &mut first).map_err(LineaError::io(path))?;
+        let layout = Layout::criteo(path, &first, spec)?;
+        Ok(Self::new(layout.into(), Box::new(std::io::Read::chain(std::io::Cursor::new(first), source)), true))
     }
 
     fn line(&self) -> u64 {
@@ -307,26 +320,47 @@ mod tests {
         fifo
     }
 
-    /// From a pipe no line is read ahead (it would be lost to the reader): every line
-    /// arrives, read as the standard 40 columns.
+    /// Writes `lines` into a new fifo from a thread; the fifo's path and the writer.
+    fn piped(dir: &std::path::Path, lines: &[String]) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
+        let fifo = fifo(dir);
+        let (path, text) = (fifo.clone(), lines.join("\n") + "\n");
+        (fifo, std::thread::spawn(move || std::fs::write(path, text).unwrap()))
+    }
+
+    /// From a pipe the first line is read once, to count the columns (crosses too), and
+    /// then parsed: every line arrives, with its extra column.
     #[test]
-    fn criteo_from_a_pipe_loses_no_line() {
+    fn criteo_from_a_pipe_loses_no_line_and_counts_its_columns() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = fifo(dir.path());
-        let lines: Vec<String> = (0..3).map(|i| line(&(i % 2).to_string(), &[])).collect();
-        let writer = {
-            let (fifo, text) = (fifo.clone(), lines.join("\n") + "\n");
-            std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
-        };
+        let lines: Vec<String> = (0..3).map(|i| line(&(i % 2).to_string(), &[&format!("x{i}")])).collect();
+        let (fifo, writer) = piped(dir.path(), &lines);
         let mut reader = open(fifo.to_str().unwrap(), &criteo_spec()).unwrap();
-        assert_eq!(reader.variable_count(), 40);
+        assert_eq!(reader.variable_count(), 41);
         let mut example = RawExample::default();
-        let mut read = 0;
+        let mut crosses = Vec::new();
         while reader.read(&mut example).unwrap() {
-            read += 1;
+            crosses.extend(example.features().filter(|f| f.0 == 40).map(|f| f.1.to_string()));
         }
         writer.join().unwrap();
-        assert_eq!(read, lines.len());
+        assert_eq!(crosses, ["x0", "x1", "x2"]);
+    }
+
+    /// `prepare`'s path (ranges parsed on threads) from a pipe: the column count comes from
+    /// the first range, which still holds the first line.
+    #[test]
+    fn criteo_ranges_from_a_pipe_lose_no_line_and_count_their_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: Vec<String> = (0..50).map(|i| line(&(i % 2).to_string(), &[&format!("x{i}"), "y"])).collect();
+        let (fifo, writer) = piped(dir.path(), &lines);
+        let (mut rows, mut variables) = (0, 0);
+        super::super::batch::read_batches(fifo.to_str().unwrap(), &criteo_spec(), 2, 256, &mut |batch| {
+            rows += batch.rows();
+            variables = variables.max(batch.variables.len());
+            batch.error.map_or(Ok(()), Err)
+        })
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!((rows, variables), (50, 42));
     }
 
     /// CSV is read more than once: from a pipe it is refused before anything is read.

@@ -135,7 +135,7 @@ pub fn open(path: &str, spec: &FeatureSpec) -> Result<Box<dyn ExampleReader>> {
     Ok(match spec.format {
         Format::Libsvm => Box::new(libsvm::LibsvmReader::new(Lines::open(path)?)),
         Format::Vw => Box::new(vw::VwReader::new(Lines::open(path)?)),
-        Format::Criteo => Box::new(delimited::DelimitedReader::open(delimited::Layout::criteo(path, spec)?.into())?),
+        Format::Criteo => Box::new(delimited::DelimitedReader::criteo(path, spec)?),
         Format::Csv => Box::new(delimited::DelimitedReader::open(delimited::Layout::csv(path, spec)?.into())?),
         Format::Parquet => Box::new(parquet::ParquetReader::open(path, spec)?),
     })

@@ -65,6 +65,23 @@ impl Ranges {
         })
     }
 
+    /// The input's first line (without reading it twice: it stays for the first range), or
+    /// nothing for an empty input. Only before the first range.
+    pub fn first_line(&mut self) -> Result<&[u8]> {
+        debug_assert_eq!(self.offset, 0, "first_line after a range was handed out");
+        let mut searched = 0;
+        while !self.carry[searched..].contains(&b'\n') {
+            searched = self.carry.len();
+            let read =
+                (&mut self.file).take(64 << 10).read_to_end(&mut self.carry).map_err(LineaError::io(&self.path))?;
+            if read == 0 {
+                break;
+            }
+        }
+        let end = self.carry.iter().position(|&b| b == b'\n').map_or(self.carry.len(), |p| p + 1);
+        Ok(&self.carry[..end])
+    }
+
     /// The file past everything handed out so far (after a [`Range::Rest`]: past its head).
     pub fn remainder(&self) -> Result<std::fs::File> {
         self.file.try_clone().map_err(LineaError::io(&self.path))
@@ -157,12 +174,13 @@ pub enum RangeParser {
 }
 
 impl RangeParser {
-    /// `None` for a format that is not read by lines (Parquet).
-    pub fn new(path: &str, spec: &FeatureSpec) -> Result<Option<Self>> {
+    /// The parser of `ranges`, before their first range; `None` for a format that is not
+    /// read by lines (Parquet).
+    pub fn new(path: &str, spec: &FeatureSpec, ranges: &mut Ranges) -> Result<Option<Self>> {
         Ok(Some(match spec.format {
             Format::Libsvm => RangeParser::Libsvm { file: path.to_string() },
             Format::Vw => RangeParser::Vw { file: path.to_string() },
-            Format::Criteo => RangeParser::Delimited(Layout::criteo(path, spec)?.into()),
+            Format::Criteo => RangeParser::Delimited(Layout::criteo(path, ranges.first_line()?, spec)?.into()),
             Format::Csv => RangeParser::Delimited(Layout::csv(path, spec)?.into()),
             Format::Parquet => return Ok(None),
         }))
