@@ -47,8 +47,7 @@ echo "== $(date -u +%T) statistics, load $(load)"
     --crosses "$crosses" > "$work/stats.md" || echo "a statistic is off: see $work/stats.md"
 tail -1 "$work/stats.md"
 if [ ! -f "$work/grid/.done" ]; then
-    # A file, not a pipe: prepare reads the column count (40 + the crosses) from the first
-    # line, which it can read ahead only from a regular file.
+    # A file, though prepare also reads a pipe: the peers' LIBSVM text is made from it too.
     echo "== $(date -u +%T) generate $rows rows, load $(load)"
     "$bin/memcap" --name generate -- "$bin/criteo-gen" --sample "$data/criteo-sample/train.tsv" \
         --rows "$rows" --crosses "$crosses" > "$work/gen.tsv"
