@@ -353,7 +353,10 @@ impl Algorithm for Cocoa {
         );
         let request = PhaseRequest {
             phase: CocoaPhase::LocalSolve { epoch, v, spread, tolerance },
-            reduction: Reduction::RangeSum { len: self.kernel.features() },
+            // Sparse: on data with few rows per feature most entries of v change every epoch,
+            // but not all (criteo-sample, K = 1: 86-100%), and a lone slot's pairs are the
+            // total, so nothing of the feature count is zeroed, summed into or scanned.
+            reduction: Reduction::SparseSum { len: self.kernel.features() },
             mutates: true,
         };
         let output = runner.run(request)?;
@@ -374,14 +377,13 @@ impl Algorithm for Cocoa {
                 }
             }
         }
-        // Sized up front: on data with few rows per feature most entries change every epoch,
-        // and grown by doubling the pairs were copied twice over (criteo-sample: ~35,000).
-        let mut v_changes = Vec::with_capacity(output.sums.sums.iter().filter(|&&c| c != 0).count());
-        for (j, (v, &change)) in self.state.v.iter_mut().zip(&output.sums.sums).enumerate() {
-            if change != 0 {
-                *v = v.wrapping_add(change);
-                v_changes.push((j as u32, *v));
-            }
+        let mut v_changes = Vec::with_capacity(output.pairs.len());
+        for &(j, change) in &output.pairs {
+            let Some(v) = self.state.v.get_mut(j as usize) else {
+                return Err(EngineError::Corrupt(format!("a change of v at {j} of {}", self.kernel.features())).into());
+            };
+            *v = v.wrapping_add(change);
+            v_changes.push((j, *v));
         }
         let evaluate = schedule::evaluate_now(
             self.config.gap_schedule(),
