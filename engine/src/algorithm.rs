@@ -158,7 +158,11 @@ fn sparse_total(len: usize, outputs: &mut [UnitOutput]) -> Vec<(u32, i128)> {
         && pairs.last().is_none_or(|&(at, _)| (at as usize) < len)
     {
         let mut pairs = std::mem::take(pairs);
-        pairs.retain(|&(_, sum)| sum != 0);
+        // Read first: `retain` moves every 32-byte pair (criteo-sample: 5.6M instructions
+        // over a run's 22 epochs), and a zero (a change below 2^-65) is rare.
+        if pairs.iter().any(|&(_, sum)| sum == 0) {
+            pairs.retain(|&(_, sum)| sum != 0);
+        }
         return pairs;
     }
     let mut total = vec![0i128; len];

@@ -377,14 +377,21 @@ impl Algorithm for Cocoa {
                 }
             }
         }
-        let mut v_changes = Vec::with_capacity(output.pairs.len());
-        for &(j, change) in &output.pairs {
-            let Some(v) = self.state.v.get_mut(j as usize) else {
-                return Err(EngineError::Corrupt(format!("a change of v at {j} of {}", self.kernel.features())).into());
-            };
-            *v = v.wrapping_add(change);
-            v_changes.push((j, *v));
+        if let Some(&(j, _)) = output.pairs.iter().find(|&&(j, _)| j as usize >= self.state.v.len()) {
+            return Err(EngineError::Corrupt(format!("a change of v at {j} of {}", self.state.v.len())).into());
         }
+        // Collected rather than pushed: no capacity check per changed entry (most of the
+        // feature count every epoch on criteo-sample).
+        let state_v = &mut self.state.v;
+        let v_changes: Vec<(u32, i128)> = output
+            .pairs
+            .iter()
+            .map(|&(j, change)| {
+                let v = &mut state_v[j as usize];
+                *v = v.wrapping_add(change);
+                (j, *v)
+            })
+            .collect();
         let evaluate = schedule::evaluate_now(
             self.config.gap_schedule(),
             self.config.gap_tolerance(),
