@@ -9,8 +9,7 @@
 //! `16 * features` bytes, every phase) and stragglers (every simulated machine is as fast as
 //! the one core that ran its slot).
 
-use linea_engine::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Reduction, Runner, UnitOutput};
-use linea_engine::fixed::ExactSums;
+use linea_engine::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Runner, UnitOutput, reduce};
 use linea_engine::runner::{inherited, rebuild};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -118,13 +117,7 @@ impl<K: Kernel, G: GridSource> Runner<K> for TimedRunner<'_, K, G> {
             let state = state.as_mut().expect("every state is built in new and reconfigure");
             kernel.run(phase, unit, state, grid)
         })?;
-        let mut sums = ExactSums::zeros(request.reduction.len());
-        if request.reduction != Reduction::None {
-            for output in &outputs {
-                output.sums.add_to(&mut sums.sums);
-            }
-        }
-        Ok(PhaseOutput { sums, payloads: outputs.into_iter().map(|o| o.payload).collect() })
+        Ok(reduce(request.reduction, outputs))
     }
 
     /// A scale-in: every merged slot is built from the old slots' states this runner holds

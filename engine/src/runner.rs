@@ -1,8 +1,7 @@
 //! The in-process [`Runner`]: every unit of a phase on a thread pool, with the same exact
 //! reductions as the distributed runtime, so both give the same bits.
 
-use crate::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Reduction, Runner, UnitOutput};
-use crate::fixed::ExactSums;
+use crate::algorithm::{GridSource, Kernel, PhaseOutput, PhaseRequest, Runner, UnitOutput, reduce};
 use rayon::prelude::*;
 
 pub struct LocalRunner<'g, K: Kernel, G: GridSource> {
@@ -57,7 +56,6 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
 
     fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, G::Error> {
         let (kernel, grid, phase) = (&self.kernel, self.grid, &request.phase);
-        let len = request.reduction.len();
         let run_unit = |unit: usize, state: &mut Option<K::UnitState>| -> Result<UnitOutput, G::Error> {
             if state.is_none() {
                 *state = Some(kernel.fresh(unit, grid)?);
@@ -67,14 +65,7 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
         let outputs: Vec<UnitOutput> = self.pool.install(|| {
             self.states.par_iter_mut().enumerate().map(|(unit, state)| run_unit(unit, state)).collect::<Result<_, _>>()
         })?;
-        let mut sums = ExactSums::zeros(len);
-        if request.reduction != Reduction::None {
-            for output in &outputs {
-                output.sums.add_to(&mut sums.sums);
-            }
-        }
-        let payloads = outputs.into_iter().map(|o| o.payload).collect();
-        Ok(PhaseOutput { sums, payloads })
+        Ok(reduce(request.reduction, outputs))
     }
 
     /// Units the new kernel merges from old ones are built from the states this runner
@@ -129,7 +120,39 @@ pub fn rebuild<K: Kernel, G: GridSource>(
 
 #[cfg(test)]
 mod tests {
-    use crate::algorithm::Contribution;
+    use crate::algorithm::{Contribution, PhaseOutput, Reduction, UnitOutput, nonzero_pairs, reduce};
+
+    fn unit(sums: Contribution) -> UnitOutput {
+        UnitOutput { sums, payload: Vec::new() }
+    }
+
+    /// The dense total of `units` under RangeSum, for the sparse sum to agree with.
+    fn dense(units: &[Contribution], len: usize) -> PhaseOutput {
+        reduce(Reduction::RangeSum { len }, units.iter().cloned().map(unit).collect())
+    }
+
+    /// A sparse sum is the non-zero entries of the range sum's total, ascending, whichever
+    /// path computed it: one ascending unit taken as it is (its zero sums dropped), one
+    /// unit out of order or with a repeated index, several units.
+    #[test]
+    fn a_sparse_sum_is_the_nonzero_entries_of_the_dense_total() {
+        let cases: Vec<Vec<Contribution>> = vec![
+            vec![Contribution::Sparse(vec![(0, 3), (2, 0), (4, -7)])],
+            vec![Contribution::Sparse(vec![(4, 1), (1, 2), (4, -1)])],
+            vec![Contribution::Sparse(vec![(1, 5), (3, 2)]), Contribution::Sparse(vec![(1, -5), (2, 9)])],
+            vec![Contribution::Sparse(Vec::new())],
+            vec![Contribution::Dense(vec![0, 1, 0, 0, 2]), Contribution::Sparse(vec![(4, -2)])],
+        ];
+        let expected: Vec<Vec<(u32, i128)>> =
+            vec![vec![(0, 3), (4, -7)], vec![(1, 2)], vec![(2, 9), (3, 2)], vec![], vec![(1, 1)]];
+        for (units, want) in cases.into_iter().zip(expected) {
+            let sparse = reduce(Reduction::SparseSum { len: 5 }, units.iter().cloned().map(unit).collect());
+            assert_eq!(sparse.pairs, want, "{units:?}");
+            assert_eq!(sparse.pairs, nonzero_pairs(&dense(&units, 5).sums.sums), "{units:?}");
+            assert!(sparse.sums.sums.is_empty());
+            assert_eq!(sparse.payloads.len(), units.len());
+        }
+    }
 
     #[test]
     fn sparse_and_dense_contributions_add_exactly() {

@@ -27,8 +27,10 @@ pub struct CocoaKernel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum CocoaPhase {
     /// H local SDCA passes from the shared vector `v = X'alpha` of the epoch's start.
-    /// Each slot adds `X_k' delta_alpha_k` (rounded once per feature) into a range sum of
-    /// the feature count, and returns its new dual variables as the payload.
+    /// Each slot adds `X_k' delta_alpha_k` (rounded once per feature, in ascending feature
+    /// order) into a sparse sum of the feature count ([`crate::algorithm::Reduction::SparseSum`]:
+    /// the master gets the entries of `v` that change), and returns its new dual variables
+    /// as the payload.
     /// `spread`: per-feature aggregation ([`super::config::Aggregation::PerFeature`]), the
     /// number of slots holding each feature, from a [`CocoaPhase::Spread`]; `None`: the
     /// kernel's scalar `sigma'`. `tolerance`: the logistic step's inner tolerance for the

@@ -353,7 +353,10 @@ impl Algorithm for Cocoa {
         );
         let request = PhaseRequest {
             phase: CocoaPhase::LocalSolve { epoch, v, spread, tolerance },
-            reduction: Reduction::RangeSum { len: self.kernel.features() },
+            // Sparse: on data with few rows per feature most entries of v change every epoch,
+            // but not all (criteo-sample, K = 1: 86-100%), and a lone slot's pairs are the
+            // total, so nothing of the feature count is zeroed, summed into or scanned.
+            reduction: Reduction::SparseSum { len: self.kernel.features() },
             mutates: true,
         };
         let output = runner.run(request)?;
@@ -374,15 +377,21 @@ impl Algorithm for Cocoa {
                 }
             }
         }
-        // Sized up front: on data with few rows per feature most entries change every epoch,
-        // and grown by doubling the pairs were copied twice over (criteo-sample: ~35,000).
-        let mut v_changes = Vec::with_capacity(output.sums.sums.iter().filter(|&&c| c != 0).count());
-        for (j, (v, &change)) in self.state.v.iter_mut().zip(&output.sums.sums).enumerate() {
-            if change != 0 {
-                *v = v.wrapping_add(change);
-                v_changes.push((j as u32, *v));
-            }
+        if let Some(&(j, _)) = output.pairs.iter().find(|&&(j, _)| j as usize >= self.state.v.len()) {
+            return Err(EngineError::Corrupt(format!("a change of v at {j} of {}", self.state.v.len())).into());
         }
+        // Collected rather than pushed: no capacity check per changed entry (most of the
+        // feature count every epoch on criteo-sample).
+        let state_v = &mut self.state.v;
+        let v_changes: Vec<(u32, i128)> = output
+            .pairs
+            .iter()
+            .map(|&(j, change)| {
+                let v = &mut state_v[j as usize];
+                *v = v.wrapping_add(change);
+                (j, *v)
+            })
+            .collect();
         let evaluate = schedule::evaluate_now(
             self.config.gap_schedule(),
             self.config.gap_tolerance(),

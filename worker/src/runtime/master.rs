@@ -21,6 +21,7 @@ use crate::train::TrainOptions;
 use linea_engine::Loss;
 use linea_engine::algorithm::{
     Algorithm, Kernel, PhaseOutput, PhaseRequest, Progress as AlgorithmProgress, Reduction, Runner, encode,
+    nonzero_pairs,
 };
 use linea_proto::tls::Transport;
 use std::collections::HashMap;
@@ -108,6 +109,8 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
         let (reply, result) = std::sync::mpsc::channel::<PhaseResult>();
         let reduction = match (request.reduction, self.hub.allreduce) {
             (Reduction::AllReduce { len }, AllReduceMode::Ranges) => Reduction::RangeSum { len },
+            // Range-aggregated on the wire; the non-zero entries of the total are kept below.
+            (Reduction::SparseSum { len }, _) => Reduction::RangeSum { len },
             (reduction, _) => reduction,
         };
         let description = proto::Phase {
@@ -117,20 +120,23 @@ impl<K: Kernel> Runner<K> for RemoteRunner<K> {
             reduction: match reduction {
                 Reduction::None => proto::Reduction::None,
                 Reduction::Sum { .. } => proto::Reduction::Sum,
-                Reduction::RangeSum { .. } => proto::Reduction::RangeSum,
+                Reduction::RangeSum { .. } | Reduction::SparseSum { .. } => proto::Reduction::RangeSum,
                 Reduction::AllReduce { .. } => proto::Reduction::AllReduce,
             } as i32,
             len: request.reduction.len() as u32,
             mutates: request.mutates,
         };
         self.hub.dispatch(|s| s.start_phase(description, Collect::from(reduction), reply));
-        let output = result.recv().expect("the scheduler answers every phase").map_err(|message| {
+        let mut output = result.recv().expect("the scheduler answers every phase").map_err(|message| {
             match self.hub.stopped_by() {
                 // Stopped on a signal: the phase was abandoned, nothing failed.
                 Some(signal) => LineaError::Stopped(format!("{signal}: {message}")),
                 None => LineaError::Remote { peer: "a worker".into(), message },
             }
         })?;
+        if let Reduction::SparseSum { .. } = request.reduction {
+            output.pairs = nonzero_pairs(&std::mem::take(&mut output.sums).sums);
+        }
         if request.mutates {
             let mut guard = self.bases.current.write().expect("mirror lock");
             self.kernel.commit(&mut guard.2, &request.phase, &output);

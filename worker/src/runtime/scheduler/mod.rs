@@ -71,7 +71,7 @@ impl From<Reduction> for Collect {
         match reduction {
             Reduction::None => Collect::Nothing,
             Reduction::Sum { len } => Collect::Sums(len),
-            Reduction::RangeSum { len } => Collect::Aggregated(len),
+            Reduction::RangeSum { len } | Reduction::SparseSum { len } => Collect::Aggregated(len),
             Reduction::AllReduce { len } => Collect::Tree(len),
         }
     }
@@ -798,7 +798,7 @@ impl Scheduler {
             Collect::Tree(_) => ExactSums { sums: phase.tree_total.unwrap_or_default() },
             _ => phase.sums,
         };
-        let output = PhaseOutput { sums, payloads: phase.payloads };
+        let output = PhaseOutput { sums, payloads: phase.payloads, pairs: Vec::new() };
         let _ = phase.reply.send(Ok(output));
         Outbox::new()
     }

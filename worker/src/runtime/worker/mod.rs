@@ -294,7 +294,8 @@ impl WorkerCore {
                 output.sums.add_to(&mut sums);
                 crate::runtime::wire::from_i128s(&sums)
             }
-            Reduction::RangeSum { len } | Reduction::AllReduce { len } => {
+            // SparseSum arrives as RangeSum (the master asks for its range sums).
+            Reduction::RangeSum { len } | Reduction::AllReduce { len } | Reduction::SparseSum { len } => {
                 let mut partials = self.partials.lock().expect("partials lock");
                 let partial =
                     partials.entry(phase_id).or_insert_with(|| Partial { units: Vec::new(), sums: vec![0; len] });
