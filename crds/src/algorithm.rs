@@ -286,6 +286,8 @@ pub enum LbfgsPrecondition {
     Diagonal,
     /// The scalar s.y / y.y of the newest curvature pair.
     None,
+    /// The diagonal scaled by s.y / y'Dy of the newest curvature pair.
+    Scaled,
 }
 
 impl LbfgsPrecondition {
@@ -293,6 +295,29 @@ impl LbfgsPrecondition {
         match self {
             LbfgsPrecondition::Diagonal => "diagonal",
             LbfgsPrecondition::None => "none",
+            LbfgsPrecondition::Scaled => "scaled",
+        }
+    }
+}
+
+/// The hybrid's batch solver after its AdaGrad pass, as `linea train --batch-solver` takes
+/// it.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchSolver {
+    /// L-BFGS with a strong-Wolfe line search.
+    #[default]
+    Lbfgs,
+    /// Truncated Newton: conjugate gradients on the exact Hessian, one batch pass per step
+    /// (LIBLINEAR's newton.cpp); fewer passes to tight tolerances on ill-conditioned data.
+    Newton,
+}
+
+impl BatchSolver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchSolver::Lbfgs => "lbfgs",
+            BatchSolver::Newton => "newton",
         }
     }
 }
@@ -330,12 +355,17 @@ pub struct HybridParams {
     #[serde(default = "default_gradient_tolerance")]
     #[schemars(range(min = 0.0, max = 0.999999))]
     pub gradient_tolerance: f64,
+    /// The batch solver after the AdaGrad pass: lbfgs (default) or newton (truncated Newton,
+    /// which ignores memory and the lbfgs fields).
+    #[serde(default)]
+    pub batch_solver: BatchSolver,
     /// L-BFGS's initial inverse Hessian: diagonal (default; the Jacobi preconditioner of
-    /// Agarwal et al., the inverse Hessian diagonal) or none (the scalar s.y / y.y).
+    /// Agarwal et al., the inverse Hessian diagonal), scaled (that diagonal scaled by
+    /// s.y / y'Dy of the newest pair) or none (the scalar s.y / y.y).
     #[serde(default)]
     pub lbfgs_precondition: LbfgsPrecondition,
-    /// With the diagonal preconditioner: recompute it every this many L-BFGS iterations; 0:
-    /// once, at the warm start (default 15).
+    /// With the diagonal or scaled preconditioner: recompute it every this many L-BFGS
+    /// iterations; 0: once, at the warm start (default 15).
     #[serde(default = "default_precondition_refresh")]
     #[schemars(range(min = 0, max = 1000000))]
     pub lbfgs_precondition_refresh: i32,
@@ -358,6 +388,7 @@ impl Default for HybridParams {
             max_epochs: default_cocoa_epochs(),
             tolerance: default_scd_tolerance(),
             gradient_tolerance: default_gradient_tolerance(),
+            batch_solver: BatchSolver::default(),
             lbfgs_precondition: LbfgsPrecondition::default(),
             lbfgs_precondition_refresh: default_precondition_refresh(),
             sgd_rate: default_sgd_rate(),

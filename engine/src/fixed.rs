@@ -171,6 +171,8 @@ pub enum Quantity {
     Penalty,
     /// A vector every worker adds to (the shared vector of CoCoA and the like).
     SharedVector,
+    /// `sum l'' (x.v) x` of a feature (the Newton solver's Hessian-vector product).
+    HessianVector,
 }
 
 impl std::fmt::Display for Quantity {
@@ -183,6 +185,7 @@ impl std::fmt::Display for Quantity {
             Quantity::Coarse => "coarse-correction sum",
             Quantity::Penalty => "regularization penalty",
             Quantity::SharedVector => "shared-vector sum",
+            Quantity::HessianVector => "Hessian-vector product sum",
         })
     }
 }

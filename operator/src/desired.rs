@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
-use linea_crds::algorithm::LbfgsPrecondition;
+use linea_crds::algorithm::{BatchSolver, LbfgsPrecondition};
 use linea_crds::{Algorithm, TrainingJob};
 use linea_proto::tls::{self as job_tls, JobCertificates};
 use std::collections::BTreeMap;
@@ -489,26 +489,31 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         ],
         // As `linea train --algorithm hybrid|ipm`; one slot per worker the job runs, so the
         // model depends on the replica count (not on which pods serve the slots).
-        Algorithm::Hybrid(p) => vec![
-            ("--algorithm", "hybrid".to_string()),
-            ("--loss", p.loss.as_str().to_string()),
-            ("--l2", p.l2.to_string()),
-            ("--memory", p.memory.to_string()),
-            ("--epochs", p.max_epochs.to_string()),
-            ("--tolerance", p.tolerance.to_string()),
-            ("--gradient-tolerance", p.gradient_tolerance.to_string()),
-            ("--lbfgs-precondition", p.lbfgs_precondition.as_str().to_string()),
-            ("--sgd-rate", p.sgd_rate.to_string()),
-            ("--seed", p.seed.to_string()),
-            ("--slots", slots(job).to_string()),
-        ]
-        .into_iter()
-        // The refresh is the diagonal's alone (linea refuses it with none).
-        .chain(
-            (p.lbfgs_precondition == LbfgsPrecondition::Diagonal)
-                .then(|| ("--lbfgs-precondition-refresh", p.lbfgs_precondition_refresh.to_string())),
-        )
-        .collect(),
+        Algorithm::Hybrid(p) => {
+            // L-BFGS's settings only for L-BFGS (linea refuses them with newton), the refresh
+            // only for a diagonal (it refuses it with none), and `--batch-solver` only for
+            // newton: an L-BFGS job's arguments are what they were before there was a choice.
+            let lbfgs = p.batch_solver == BatchSolver::Lbfgs;
+            let refresh = lbfgs && p.lbfgs_precondition != LbfgsPrecondition::None;
+            [
+                Some(("--algorithm", "hybrid".to_string())),
+                Some(("--loss", p.loss.as_str().to_string())),
+                Some(("--l2", p.l2.to_string())),
+                lbfgs.then(|| ("--memory", p.memory.to_string())),
+                Some(("--epochs", p.max_epochs.to_string())),
+                Some(("--tolerance", p.tolerance.to_string())),
+                Some(("--gradient-tolerance", p.gradient_tolerance.to_string())),
+                lbfgs.then(|| ("--lbfgs-precondition", p.lbfgs_precondition.as_str().to_string())),
+                (!lbfgs).then(|| ("--batch-solver", p.batch_solver.as_str().to_string())),
+                Some(("--sgd-rate", p.sgd_rate.to_string())),
+                Some(("--seed", p.seed.to_string())),
+                Some(("--slots", slots(job).to_string())),
+                refresh.then(|| ("--lbfgs-precondition-refresh", p.lbfgs_precondition_refresh.to_string())),
+            ]
+            .into_iter()
+            .flatten()
+            .collect()
+        }
         Algorithm::Ipm(p) => vec![
             ("--algorithm", "ipm".to_string()),
             ("--loss", p.loss.as_str().to_string()),
@@ -993,6 +998,20 @@ pub mod tests {
         let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
         assert_eq!(after("--lbfgs-precondition"), Some("none"));
         assert_eq!(after("--lbfgs-precondition-refresh"), None, "the refresh is the diagonal's alone");
+        assert_eq!(after("--batch-solver"), None, "an L-BFGS job's arguments are as before the choice");
+        let newton = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\n\
+             algorithm: {hybrid: {batchSolver: newton, memory: 7, lbfgsPrecondition: scaled}}\n");
+        let args = self::args(&master_pod(&newton, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--batch-solver"), Some("newton"));
+        for lbfgs_only in ["--memory", "--lbfgs-precondition", "--lbfgs-precondition-refresh"] {
+            assert_eq!(after(lbfgs_only), None, "{lbfgs_only} is L-BFGS's: linea refuses it with newton");
+        }
+        let scaled = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\n\
+             algorithm: {hybrid: {lbfgsPrecondition: scaled, lbfgsPreconditionRefresh: 3}}\n");
+        let args = self::args(&master_pod(&scaled, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!((after("--lbfgs-precondition"), after("--lbfgs-precondition-refresh")), (Some("scaled"), Some("3")));
         assert_eq!(after("--mixing"), None, "mixing is IPM's alone (linea refuses it for hybrid)");
         let ipm = job(
             "datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {ipm: {loss: hinge, mixing: examples}}\n",

@@ -142,7 +142,8 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 options.rate,
                 options.seed,
             )?
-            .with_precondition(options.precondition);
+            .with_precondition(options.precondition)
+            .with_solver(options.solver);
             let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
             then.run(Linear::new(config, &layout.shapes, rows)?)
         }

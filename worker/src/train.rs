@@ -11,7 +11,7 @@ use crate::storage;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
 use linea_engine::cocoa::{AccelerateConfig, ElasticConfig};
-use linea_engine::hybrid::{Mixing, Precondition};
+use linea_engine::hybrid::{BatchSolver, Mixing, Precondition};
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
 
@@ -51,6 +51,8 @@ pub struct TrainOptions {
     /// L-BFGS (lbfgs, hybrid): its initial inverse Hessian (the Jacobi preconditioner or the
     /// scalar scaling).
     pub precondition: Precondition,
+    /// lbfgs and hybrid: the batch solver (L-BFGS or truncated Newton).
+    pub solver: BatchSolver,
     /// Hybrid and IPM: the online passes' learning rate.
     pub rate: f64,
     /// L-BFGS (lbfgs, hybrid): stop once the gradient's norm is at most this fraction of
@@ -95,6 +97,7 @@ impl TrainOptions {
             accelerate: None,
             memory: 15,
             precondition: Precondition::DEFAULT,
+            solver: BatchSolver::Lbfgs,
             rate: 0.5,
             gradient_tolerance: 1e-10,
             mixing: Mixing::Uniform,

@@ -340,6 +340,13 @@ fn lbfgs_hybrid_and_ipm_refuse_what_does_not_apply_to_them_and_write_a_trace() {
         (&["--algorithm", "hybrid", "--l1", "1"][..], "--l1 needs a solver for non-smooth penalties"),
         (&["--algorithm", "hybrid", "--elastic"][..], "hybrid has no elastic policy"),
         (&["--algorithm", "hybrid", "--memory", "0"][..], "must be an integer from 1 to 1000"),
+        (&["--algorithm", "scd", "--batch-solver", "newton"][..], "--batch-solver applies to the batch algorithms"),
+        (&["--algorithm", "ipm", "--batch-solver", "lbfgs"][..], "--batch-solver applies to the batch algorithms"),
+        (&["--algorithm", "lbfgs", "--batch-solver", "newton", "--memory", "5"][..], "--memory is L-BFGS's"),
+        (
+            &["--algorithm", "hybrid", "--batch-solver", "newton", "--lbfgs-precondition", "scaled"][..],
+            "--lbfgs-precondition is L-BFGS's",
+        ),
     ] {
         let args = train(extra);
         let stderr = refused(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -348,6 +355,7 @@ fn lbfgs_hybrid_and_ipm_refuse_what_does_not_apply_to_them_and_write_a_trace() {
     for (extra, says) in [
         (&["--algorithm", "lbfgs", "--loss", "hinge"][..], "the hinge loss cannot be trained with lbfgs"),
         (&["--algorithm", "hybrid", "--slots", "40"][..], "a slot owns whole grains"),
+        (&["--algorithm", "lbfgs", "--batch-solver", "newton", "--loss", "hinge"][..], "cannot be trained with lbfgs"),
     ] {
         let args = train(extra);
         let out = linea(&args.iter().map(String::as_str).collect::<Vec<_>>());

@@ -81,3 +81,41 @@ fn the_hybrid_survives_kill_9_of_a_worker_and_of_the_master() {
         "the disturbed hybrid run's model differs from the undisturbed one"
     );
 }
+
+/// Truncated Newton (`--batch-solver newton`): alone the same bytes for any worker count,
+/// and through kill -9 of a worker during its CG passes the same bytes as undisturbed.
+#[test]
+fn newton_gives_the_same_bytes_for_any_worker_count_and_through_kill_9_of_a_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "5000");
+    let model = |name: &str| path(dir.path(), name);
+    // No tolerance: Newton runs until its line search can no longer lower the objective.
+    let params = [
+        "--algorithm",
+        "lbfgs",
+        "--batch-solver",
+        "newton",
+        "--tolerance",
+        "0",
+        "--gradient-tolerance",
+        "0",
+        "--epochs",
+        "100000",
+    ];
+    let one = train(&grid, &model("newton-0"), &params, &["--threads", "1"]);
+    assert!(one == train(&grid, &model("newton-3"), &params, &["--workers", "3"]), "Newton: 3 worker processes");
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (disturbed, checkpoint) = (model("newton-killed"), model("checkpoint"));
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &disturbed, &checkpoint, &params);
+    job.add_workers(3);
+    let s = job.wait_for("Newton's first iterations", |s| s.epoch >= 2);
+    assert_eq!(s.algorithm, "lbfgs");
+    job.kill_worker(0);
+    job.add_workers(1);
+    job.finish();
+    assert!(
+        std::fs::read(&disturbed).unwrap() == one,
+        "the disturbed Newton run's model differs from the undisturbed one"
+    );
+}

@@ -2,8 +2,9 @@
 //! the step length it accepted, and its seconds — the figures that say whether a choice of
 //! the initial inverse Hessian `H0` pays in passes, not only in iterations.
 //!
-//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY
-//! [THREADS]]]`: loads a prepared grid (logistic loss, l2 = 1, memory MEMORY, default 15;
+//! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled|newton REFRESH EPOCHS [REFERENCE
+//! [MEMORY [THREADS]]]` (`newton`: the truncated Newton batch solver instead of L-BFGS;
+//! REFRESH and MEMORY then do not matter, and `t` and `|d|` are not printed): loads a prepared grid (logistic loss, l2 = 1, memory MEMORY, default 15;
 //! the hybrid with K = 4 slots, rate 0.5, seed 0, as `linea train` defaults), runs EPOCHS
 //! epochs in THREADS threads (default 1; every figure but the seconds is the same for any
 //! count) and prints one
@@ -15,7 +16,7 @@
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
 use linea_engine::hybrid::lbfgs::{direction, dot, norm};
-use linea_engine::hybrid::{Linear, LinearConfig, Mode, Precondition};
+use linea_engine::hybrid::{BatchSolver, Linear, LinearConfig, Mode, Precondition};
 use linea_engine::runner::LocalRunner;
 use linea_worker::gridload;
 use linea_worker::storage::LocalStorage;
@@ -34,10 +35,11 @@ fn main() {
         _ => usage(),
     };
     let Some((refresh, epochs)) = refresh.parse::<u32>().ok().zip(epochs.parse::<u32>().ok()) else { usage() };
-    let precondition = match precondition.as_str() {
-        "none" => Precondition::None,
-        "diagonal" => Precondition::Diagonal { refresh },
-        "scaled" => Precondition::Scaled { refresh },
+    let (precondition, solver) = match precondition.as_str() {
+        "none" => (Precondition::None, BatchSolver::Lbfgs),
+        "diagonal" => (Precondition::Diagonal { refresh }, BatchSolver::Lbfgs),
+        "scaled" => (Precondition::Scaled { refresh }, BatchSolver::Lbfgs),
+        "newton" => (Precondition::DEFAULT, BatchSolver::Newton),
         _ => usage(),
     };
     let reference = optional(0).map(|r| r.parse::<f64>().unwrap_or_else(|_| usage()));
@@ -47,14 +49,16 @@ fn main() {
     let slots = if mode == Mode::Hybrid { 4 } else { 1 };
     let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, memory, epochs, 0.0, 0.0, 0.5, 0)
         .unwrap_or_else(|e| fail(e))
-        .with_precondition(precondition);
+        .with_precondition(precondition)
+        .with_solver(solver);
     let mut linear = Linear::for_grid(config, &loaded.grid).unwrap_or_else(|e| fail(e));
     let mut runner = LocalRunner::new(linear.kernel().clone(), &loaded.grid, threads);
     println!("epoch objective relative passes t |d| seconds note");
     let started = Instant::now();
     while linear.stop_reason().is_none() {
         let before = linear.state().clone();
-        let d = (!before.g.is_empty()).then(|| direction(&before.g, &before.pairs, linear.initial()));
+        let d = (!before.g.is_empty() && solver == BatchSolver::Lbfgs)
+            .then(|| direction(&before.g, &before.pairs, linear.initial()));
         let epoch_started = Instant::now();
         let iteration = linear.next_iter(&mut runner).unwrap_or_else(|e| fail(e));
         let seconds = epoch_started.elapsed().as_secs_f64();
@@ -80,7 +84,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled REFRESH EPOCHS [REFERENCE [MEMORY [THREADS]]]"
+        "usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled|newton REFRESH EPOCHS [REFERENCE [MEMORY [THREADS]]]"
     );
     std::process::exit(2)
 }

@@ -26,6 +26,27 @@ pub enum Mixing {
     Examples,
 }
 
+/// The batch solver of distributed gradient and of the hybrid after its online pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BatchSolver {
+    /// L-BFGS with a strong-Wolfe line search ([`super::lbfgs`]), preconditioned by
+    /// [`Precondition`].
+    Lbfgs,
+    /// Truncated Newton: preconditioned CG on the exact Hessian, one batch pass per CG
+    /// step, and a backtracking line search ([`super::newton`], LIBLINEAR's `newton.cpp`).
+    /// Its preconditioner is always the Jacobi diagonal at the current point.
+    Newton,
+}
+
+impl BatchSolver {
+    pub fn name(self) -> &'static str {
+        match self {
+            BatchSolver::Lbfgs => "lbfgs",
+            BatchSolver::Newton => "newton",
+        }
+    }
+}
+
 /// L-BFGS's initial inverse Hessian `H0` (the hybrid's and distributed gradient's too).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Precondition {
@@ -70,6 +91,7 @@ pub struct LinearConfig {
     rate: f64,
     seed: u64,
     precondition: Precondition,
+    solver: BatchSolver,
 }
 
 fn invalid(name: &'static str, value: f64, why: &'static str) -> EngineError {
@@ -122,7 +144,9 @@ impl LinearConfig {
             return Err(EngineError::UnsupportedLoss {
                 loss: "hinge",
                 algorithm: name,
-                why: "L-BFGS needs a differentiable loss; train hinge with cocoa, or ipm (averaged perceptron)",
+                why: "L-BFGS needs a differentiable loss and truncated Newton a twice-differentiable one (hinge has no \
+                      Hessian; the squared hinge, with only a generalized one, is not offered); train hinge with \
+                      cocoa, or ipm (averaged perceptron)",
             });
         }
         if !(l2.is_finite() && l2 >= 0.0) {
@@ -145,8 +169,21 @@ impl LinearConfig {
         if !(rate.is_finite() && rate > 0.0 && rate <= 100.0) {
             return Err(invalid("rate", rate, "must be in (0, 100]"));
         }
-        let precondition = Precondition::DEFAULT;
-        Ok(Self { mode, loss, l2, slots, memory, max_epochs, tolerance, gradient_tolerance, rate, seed, precondition })
+        let (precondition, solver) = (Precondition::DEFAULT, BatchSolver::Lbfgs);
+        Ok(Self {
+            mode,
+            loss,
+            l2,
+            slots,
+            memory,
+            max_epochs,
+            tolerance,
+            gradient_tolerance,
+            rate,
+            seed,
+            precondition,
+            solver,
+        })
     }
 
     /// The same settings with L-BFGS's initial inverse Hessian chosen (IPM runs no L-BFGS
@@ -154,6 +191,16 @@ impl LinearConfig {
     pub fn with_precondition(mut self, precondition: Precondition) -> Self {
         self.precondition = precondition;
         self
+    }
+
+    /// The same settings with the batch solver chosen (IPM runs none and ignores it).
+    pub fn with_solver(mut self, solver: BatchSolver) -> Self {
+        self.solver = solver;
+        self
+    }
+
+    pub fn solver(&self) -> BatchSolver {
+        self.solver
     }
 
     pub fn mode(&self) -> Mode {

@@ -41,6 +41,10 @@ pub enum LinearPhase {
     /// One online pass from the mixed `w` (SGD; the averaged perceptron for hinge), the
     /// slot's change of each touched feature times its mixing weight: a range sum of `F`.
     Mix { epoch: u32, w: Vec<f64> },
+    /// The data loss's Hessian at `w` times `v`, `sum_i l''(y_i, x_i.w) (x_i.v) x_i`: a
+    /// range sum of `F`, each grain's part rounded once (one CG step of the Newton
+    /// solver, so the same bits for any worker and slot count, as `Evaluate`'s).
+    Hessian { w: Vec<f64>, v: Vec<f64> },
 }
 
 /// A slot between phases: only its rows (everything else lives on the master).
@@ -50,6 +54,17 @@ pub struct SlotData {
     /// The local features each of the slot's grains touches, ascending: the entries of a
     /// grain's gradient, found once with the rows rather than on every pass.
     grain_features: Vec<Vec<u32>>,
+    /// `l''` of each row at the point of the last [`LinearPhase::Hessian`]: CG takes many
+    /// products at one point, and this saves each one the margins and their `exp`. A memo
+    /// only: it is recomputed whenever the point differs, so no result depends on it.
+    curvature: Option<RowCurvature>,
+}
+
+/// The rows' second derivatives at one point (the slot's local weights).
+#[derive(Debug, Clone, PartialEq, Default)]
+struct RowCurvature {
+    w: Vec<f64>,
+    second: Vec<f64>,
 }
 
 impl LinearKernel {
@@ -126,22 +141,56 @@ impl LinearKernel {
         for (rows_of_grain, touched) in self.grain_rows(unit).zip(&data.grain_features) {
             let loss =
                 grain_pass(self.loss, rows, rows_of_grain, &local, &mut acc, curvature.then_some(&mut diagonal[..]));
-            for &j in touched {
-                let j = j as usize;
-                sums.push((rows.globals[j], range.fixed(Quantity::Gradient, acc[j])?));
-                acc[j] = 0.0;
-            }
+            emit(&mut sums, range, Quantity::Gradient, 0, touched, &rows.globals, &mut acc)?;
             sums.push((features, range.fixed(Quantity::Loss, loss)?));
             if curvature {
-                for &j in touched {
-                    let j = j as usize;
-                    sums.push((features + 1 + rows.globals[j], range.fixed(Quantity::Curvature, diagonal[j])?));
-                    diagonal[j] = 0.0;
-                }
+                emit(&mut sums, range, Quantity::Curvature, features + 1, touched, &rows.globals, &mut diagonal)?;
             }
         }
         Ok(Contribution::Sparse(sums))
     }
+
+    /// The Hessian-vector sums of a slot, one exact partial per grain: `l''_i (x_i.v) x_i`
+    /// added in row order over the grain's rows, for each feature the grain touches.
+    fn hessian(&self, unit: usize, data: &mut SlotData, w: &[f64], v: &[f64]) -> Result<Contribution, EngineError> {
+        let rows = data.rows.as_ref().expect("gathered before");
+        let local_w: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
+        if data.curvature.as_ref().is_none_or(|c| c.w != local_w) {
+            let second = (0..rows.len()).map(|i| self.loss.derivatives(rows.targets[i], rows.dot(i, &local_w)).second);
+            data.curvature = Some(RowCurvature { second: second.collect(), w: local_w });
+        }
+        let second = &data.curvature.as_ref().expect("set above").second;
+        let local_v: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize]).collect();
+        let range = SumRange::for_partials(self.layout.grains());
+        let mut acc = vec![0.0; local_v.len()];
+        let mut sums = Vec::with_capacity(data.grain_features.iter().map(Vec::len).sum());
+        for (rows_of_grain, touched) in self.grain_rows(unit).zip(&data.grain_features) {
+            for i in rows_of_grain {
+                rows.add_to(i, second[i] * rows.dot(i, &local_v), &mut acc);
+            }
+            emit(&mut sums, range, Quantity::HessianVector, 0, touched, &rows.globals, &mut acc)?;
+        }
+        Ok(Contribution::Sparse(sums))
+    }
+}
+
+/// Appends one grain's sums of `values` (local features `touched`) at `offset` plus each
+/// feature's global index, and clears them for the next grain.
+fn emit(
+    sums: &mut Vec<(u32, i128)>,
+    range: SumRange,
+    quantity: Quantity,
+    offset: u32,
+    touched: &[u32],
+    globals: &[u32],
+    values: &mut [f64],
+) -> Result<(), EngineError> {
+    for &j in touched {
+        let j = j as usize;
+        sums.push((offset + globals[j], range.fixed(quantity, values[j])?));
+        values[j] = 0.0;
+    }
+    Ok(())
 }
 
 impl Kernel for LinearKernel {
@@ -172,6 +221,11 @@ impl Kernel for LinearKernel {
             let rows = SlotRows::gather_range(layout, &self.block_offsets, self.loss, range, grid)?;
             state.grain_features = self.grain_features(unit, &rows);
             state.rows = Some(rows);
+        }
+        if let LinearPhase::Hessian { w, v } = phase {
+            self.check_len(w)?;
+            self.check_len(v)?;
+            return Ok(UnitOutput { sums: self.hessian(unit, state, w, v)?, payload: Vec::new() });
         }
         let rows = state.rows.as_ref().expect("gathered above");
         let partials = SumRange::for_partials(self.layout.slots());
@@ -221,6 +275,7 @@ impl Kernel for LinearKernel {
                     .collect::<Result<_, EngineError>>()?;
                 Contribution::Sparse(sums)
             }
+            LinearPhase::Hessian { .. } => unreachable!("answered above"),
         };
         Ok(UnitOutput { sums, payload: Vec::new() })
     }

@@ -23,18 +23,24 @@
 //! scaling costs many iterations. The diagonal comes from the same batch pass as the
 //! gradient and is reduced by the same exact sums, so it keeps L-BFGS's bits independent of
 //! the worker and slot count.
+//!
+//! The batch solver may instead be truncated Newton ([`BatchSolver::Newton`],
+//! [`newton`]): CG on the exact Hessian, whose products ([`LinearPhase::Hessian`]) are
+//! batch passes reduced by the same exact per-grain sums, so it too is the same bits for
+//! any worker count (and, alone, any slot count).
 
 pub mod config;
 pub mod kernel;
 pub mod layout;
 pub mod lbfgs;
+pub mod newton;
 pub mod online;
 mod pass;
 pub mod state;
 #[cfg(test)]
 mod tests;
 
-pub use config::{LinearConfig, Mixing, Mode, Precondition};
+pub use config::{BatchSolver, LinearConfig, Mixing, Mode, Precondition};
 pub use kernel::{LinearKernel, LinearPhase};
 pub use state::{LinearState, LinearStep};
 
@@ -158,10 +164,72 @@ impl Linear {
         Ok((Point { f, g }, diagonal))
     }
 
-    /// Whether L-BFGS runs preconditioned (never for IPM, which runs no L-BFGS).
+    /// Whether the batch solver keeps the Hessian diagonal (never for IPM, which runs
+    /// none): Newton always (its CG's preconditioner), L-BFGS when preconditioned.
     fn preconditioned(&self) -> bool {
         !matches!(self.config.mode(), Mode::Ipm(_))
-            && matches!(self.config.precondition(), Precondition::Diagonal { .. } | Precondition::Scaled { .. })
+            && (self.config.solver() == BatchSolver::Newton
+                || matches!(self.config.precondition(), Precondition::Diagonal { .. } | Precondition::Scaled { .. }))
+    }
+
+    /// The Hessian of the objective at `w` times `v`: one batch pass for the data loss's,
+    /// plus the regularizer's `2 l2 v`.
+    fn hessian_vector<R: Runner<LinearKernel>>(
+        &self,
+        runner: &mut R,
+        w: &[f64],
+        v: &[f64],
+    ) -> Result<Vec<f64>, R::Error> {
+        let request = PhaseRequest {
+            phase: LinearPhase::Hessian { w: w.to_vec(), v: v.to_vec() },
+            reduction: Reduction::AllReduce { len: self.kernel.features() },
+            mutates: false,
+        };
+        let sums = runner.run(request)?.sums.sums;
+        let l2 = self.config.l2();
+        Ok(sums.iter().zip(v).map(|(&s, &v)| from_fixed128(s) + 2.0 * l2 * v).collect())
+    }
+
+    /// One truncated Newton iteration from the state's point: CG on `H s = -g`
+    /// preconditioned by the state's inverse Hessian diagonal, then a backtracking search
+    /// along `s` whose every trial also sums the diagonal (the accepted one is the next
+    /// preconditioner). A search that fails means the objective cannot be lowered at this
+    /// precision, and the run stops.
+    fn newton_step<R: Runner<LinearKernel>>(&mut self, runner: &mut R) -> Result<(Option<Vec<f64>>, String), R::Error> {
+        let f0 = self.state.f.expect("evaluated before");
+        let w = self.state.w.clone();
+        if self.state.diagonal.len() != w.len() {
+            return Err(EngineError::Corrupt("Newton's preconditioner does not fit the model".into()).into());
+        }
+        let max_steps = u32::try_from(w.len().max(5)).unwrap_or(u32::MAX);
+        let solve =
+            newton::pcg(&self.state.g, &self.state.diagonal, max_steps, |v| self.hessian_vector(runner, &w, v))?;
+        self.state.evaluations += u64::from(solve.steps);
+        let slope = dot(&self.state.g, &solve.s);
+        let mut evaluations = 0u64;
+        let result = newton::backtrack(f0, slope, |t| {
+            evaluations += 1;
+            let trial: Vec<f64> = w.iter().zip(&solve.s).map(|(w, s)| w + t * s).collect();
+            let (point, diagonal) = self.evaluate_with(runner, &trial, true)?;
+            Ok::<_, R::Error>((point.f, (trial, point, diagonal)))
+        })?;
+        let cg = match solve.note {
+            Some(why) => format!("{} CG steps ({why})", solve.steps),
+            None => format!("{} CG steps", solve.steps),
+        };
+        self.state.evaluations += evaluations;
+        let Some(accepted) = result else {
+            self.state.stalled = true;
+            return Ok((
+                None,
+                format!("Newton stopped after {cg}: no step along it lowers the objective at this precision"),
+            ));
+        };
+        let (trial, point, diagonal) = accepted.at;
+        self.state.w = trial;
+        self.state.f = Some(point.f);
+        self.state.g = point.g;
+        Ok((diagonal, format!("Newton: {cg}, step {}", accepted.t)))
     }
 
     /// The two-loop recursion's `H0` for the next iteration: the configured kind, over the
@@ -370,6 +438,11 @@ impl Algorithm for Linear {
                 self.state.w = w;
                 self.state.f = Some(point.f);
                 self.state.g = point.g;
+            }
+            Mode::Lbfgs | Mode::Hybrid if self.config.solver() == BatchSolver::Newton => {
+                let (newton_diagonal, newton_note) = self.newton_step(runner)?;
+                diagonal = newton_diagonal.or(diagonal);
+                note = Some(newton_note);
             }
             Mode::Lbfgs | Mode::Hybrid => {
                 let outcome = self.lbfgs_step(runner)?;

@@ -275,3 +275,78 @@ fn more_slots_than_grains_are_refused() {
     assert!(matches!(err, EngineError::InvalidParameter { name: "slots", .. }), "{err}");
     assert!(Linear::for_grid(config(Mode::Lbfgs, Loss::Logistic, 1.0, 6, 10), &p.grid).is_ok(), "L-BFGS ignores K");
 }
+
+fn newton(mode: Mode, loss: Loss, l2: f64, slots: u32, epochs: u32) -> LinearConfig {
+    config(mode, loss, l2, slots, epochs).with_solver(BatchSolver::Newton)
+}
+
+/// The Hessian-vector pass against central differences of the batch gradient:
+/// `H v ~ (g(w + h v) - g(w - h v)) / 2h`, at a random point along a random direction.
+#[test]
+fn the_hessian_pass_matches_finite_differences_of_the_gradient() {
+    for (loss, l2) in [(Loss::Logistic, 0.7), (Loss::Squared, 0.7)] {
+        let p = problem(loss, 5);
+        let linear = Linear::for_grid(newton(Mode::Lbfgs, loss, l2, 3, 10), &p.grid).unwrap();
+        let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, 2);
+        let mut rng = SplitMix64::new(12);
+        let mut random =
+            || -> Vec<f64> { (0..p.features).map(|_| (rng.below(2001) as f64 - 1000.0) / 2000.0).collect() };
+        let (w, v) = (random(), random());
+        let hv = linear.hessian_vector(&mut runner, &w, &v).unwrap();
+        let h = 1e-5;
+        let at = |t: f64| -> Vec<f64> { w.iter().zip(&v).map(|(w, v)| w + t * v).collect() };
+        let plus = linear.evaluate(&mut runner, &at(h)).unwrap().g;
+        let minus = linear.evaluate(&mut runner, &at(-h)).unwrap().g;
+        for j in 0..p.features {
+            let fd = (plus[j] - minus[j]) / (2.0 * h);
+            assert!((hv[j] - fd).abs() <= 1e-5 * (1.0 + fd.abs()), "{loss:?} feature {j}: {} vs {fd}", hv[j]);
+        }
+        // The memo of the rows' curvature changes nothing: a product at another point and
+        // back gives the same bits.
+        linear.hessian_vector(&mut runner, &at(0.5), &v).unwrap();
+        assert_eq!(encode(&hv), encode(&linear.hessian_vector(&mut runner, &w, &v).unwrap()));
+    }
+}
+
+/// Truncated Newton, alone and after the hybrid's warm start, reaches the direct solvers'
+/// optimum, lowers the objective at every iteration, and is the same bits for any slot and
+/// thread count alone (for a fixed K in the hybrid).
+#[test]
+fn newton_reaches_the_direct_optimum_with_the_same_bits_for_any_slots_and_threads() {
+    for (loss, l2) in [(Loss::Logistic, 1.0), (Loss::Squared, 2.0)] {
+        let p = problem(loss, 7);
+        let best = optimum(&p, loss, l2);
+        let a = run(&p, newton(Mode::Lbfgs, loss, l2, 1, 100), 1);
+        let reached = *a.state().objectives.last().unwrap();
+        println!("{loss:?}: Newton {} epochs, {} passes, {reached} vs {best}", a.state().epoch, a.state().evaluations);
+        assert!((reached - best) / best <= 1e-10, "{loss:?}: {reached} vs {best}");
+        assert!(reached >= best * (1.0 - 1e-12));
+        for w in a.state().objectives.windows(2) {
+            assert!(w[1] <= w[0], "{loss:?}: Newton rose {} -> {}", w[0], w[1]);
+        }
+        assert!(a.state().pairs.is_empty(), "Newton keeps no pairs");
+        let b = run(&p, newton(Mode::Lbfgs, loss, l2, 4, 100), 3);
+        assert_eq!(encode(a.state()), encode(b.state()), "{loss:?}: slots and threads changed the bits");
+        let hybrid = run(&p, newton(Mode::Hybrid, loss, l2, 3, 100), 2);
+        let reached = *hybrid.state().objectives.last().unwrap();
+        assert!((reached - best) / best <= 1e-10, "{loss:?} hybrid: {reached} vs {best}");
+        let again = run(&p, newton(Mode::Hybrid, loss, l2, 3, 100), 1);
+        assert_eq!(encode(hybrid.state()), encode(again.state()), "{loss:?}: threads changed the hybrid's bits");
+    }
+}
+
+/// Newton's epochs replay from their steps onto the state they followed, as L-BFGS's do
+/// (a restarted master resumes from the checkpoint and the log of steps).
+#[test]
+fn a_checkpointed_newton_run_replays_to_the_same_state() {
+    let p = problem(Loss::Logistic, 3);
+    let config = newton(Mode::Hybrid, Loss::Logistic, 1.0, 2, 6);
+    let mut live = Linear::for_grid(config, &p.grid).unwrap();
+    let mut replayed = Linear::for_grid(config, &p.grid).unwrap();
+    let mut runner = LocalRunner::new(live.kernel().clone(), &p.grid, 2);
+    while live.stop_reason().is_none() {
+        let step = live.next_iter(&mut runner).unwrap().step;
+        replayed.replay(step).unwrap();
+        assert_eq!(encode(live.state()), encode(replayed.state()));
+    }
+}

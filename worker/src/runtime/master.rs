@@ -23,6 +23,7 @@ use linea_engine::algorithm::{
     Algorithm, Kernel, PhaseOutput, PhaseRequest, Progress as AlgorithmProgress, Reduction, Runner, encode,
     nonzero_pairs,
 };
+use linea_engine::hybrid::BatchSolver;
 use linea_proto::tls::Transport;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -362,7 +363,16 @@ fn fingerprint(options: &TrainOptions, layout: &Layout) -> String {
         options.gradient_tolerance,
         options.mixing,
         crc32c::crc32c(&manifest)
-    )
+    ) + &solver_mark(options.solver)
+}
+
+/// The batch solver's part of the fingerprint: nothing for L-BFGS, so the runs that
+/// existed before there was a choice keep their fingerprints (and resume).
+fn solver_mark(solver: BatchSolver) -> String {
+    match solver {
+        BatchSolver::Lbfgs => String::new(),
+        BatchSolver::Newton => format!("|solver={}", solver.name()),
+    }
 }
 
 /// The number of the newest of `count` decisions (they are numbered from 1; 0: none).
