@@ -213,6 +213,23 @@ impl SumRange {
         if value.abs() < self.partial_limit { Ok(to_fixed128(value)) } else { Err(self.error(quantity, value)) }
     }
 
+    /// Checks every pair of `partial` as [`SumRange::fixed`] would (element 0 as
+    /// `quantities[0]`, element 1 as `quantities[1]`), in one pass without an early exit
+    /// (a vector loop), so that the caller's conversions with [`to_fixed128`] need no
+    /// branch to an error each: a cell's statistics are thousands of pairs.
+    pub fn check_pairs(&self, quantities: [Quantity; 2], partial: &[[f64; 2]]) -> Result<(), EngineError> {
+        let fits = partial.iter().flatten().fold(true, |all, v| all & (v.abs() < self.partial_limit));
+        if fits {
+            return Ok(());
+        }
+        for pair in partial {
+            for (&quantity, &value) in quantities.iter().zip(pair) {
+                self.fixed(quantity, value)?;
+            }
+        }
+        unreachable!("a pair failed the range check, so one of its values fails `fixed`")
+    }
+
     /// Every element of `partial` as exact sums (see [`SumRange::fixed`]).
     pub fn exact(&self, quantity: Quantity, partial: &[f64]) -> Result<ExactSums, EngineError> {
         let sums = partial.iter().map(|&v| self.fixed(quantity, v)).collect::<Result<_, _>>()?;
@@ -453,6 +470,31 @@ mod tests {
         assert!(range.fixed(Quantity::Gradient, f64::INFINITY).is_err());
         assert!(SumRange::for_partials(0).fixed(Quantity::Loss, 4.6e18).is_ok());
         assert!(SumRange::for_partials(1).fixed(Quantity::Loss, 4.7e18).is_err());
+    }
+
+    /// The one-pass check of pairs refuses exactly what `fixed` refuses, with the error of
+    /// the first value `fixed` refuses (its quantity by position in the pair).
+    #[test]
+    fn checking_pairs_at_once_is_fixed_on_each_value() {
+        let range = SumRange::for_partials(4); // 2^60 each
+        let quantities = [Quantity::Gradient, Quantity::Curvature];
+        let edge = 2f64.powi(60);
+        let inside = [[0.25, 3.0], [-edge * 0.999, edge * 0.999], [0.0, -0.0]];
+        assert!(range.check_pairs(quantities, &inside).is_ok());
+        assert!(range.check_pairs(quantities, &[]).is_ok());
+        for (bad, quantity) in
+            [(edge, "curvature"), (-edge, "curvature"), (f64::NAN, "curvature"), (f64::INFINITY, "curvature")]
+        {
+            let mut pairs = inside.to_vec();
+            pairs.push([1.0, bad]);
+            pairs.push([bad, 1.0]);
+            let err = range.check_pairs(quantities, &pairs).unwrap_err().to_string();
+            let first = range.fixed(Quantity::Curvature, bad).unwrap_err().to_string();
+            assert!(err.contains(quantity) && err == first, "{err} / {first}");
+            pairs.remove(pairs.len() - 2);
+            let err = range.check_pairs(quantities, &pairs).unwrap_err().to_string();
+            assert!(err.contains("gradient"), "{err}");
+        }
     }
 
     #[test]

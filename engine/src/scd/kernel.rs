@@ -3,7 +3,7 @@
 
 use super::{coarse, kernels};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
-use crate::fixed::{Quantity, SumRange};
+use crate::fixed::{Quantity, SumRange, to_fixed128};
 use crate::grid::Cell;
 use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
@@ -89,12 +89,14 @@ impl Kernel for ScdKernel {
                 }
                 let cell = grid.cell(*block, shard)?;
                 let sums = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
-                let mut pairs = Vec::with_capacity(2 * sums.len());
-                for (&[g, h], &feature) in sums.iter().zip(&cell.feature_ids) {
-                    pairs.push((feature, range.fixed(Quantity::Gradient, g)?));
-                    pairs.push((*features as u32 + feature, range.fixed(Quantity::Curvature, h)?));
-                }
-                UnitOutput { sums: Contribution::Sparse(pairs), payload: Vec::new() }
+                range.check_pairs([Quantity::Gradient, Quantity::Curvature], &sums)?;
+                let at = *features as u32;
+                let pairs: Vec<[(u32, i128); 2]> = sums
+                    .iter()
+                    .zip(&cell.feature_ids)
+                    .map(|(&[g, h], &feature)| [(feature, to_fixed128(g)), (at + feature, to_fixed128(h))])
+                    .collect();
+                UnitOutput { sums: Contribution::Sparse(pairs.into_flattened()), payload: Vec::new() }
             }
             ScdPhase::Direction { block, delta } => {
                 let cell = grid.cell(*block, shard)?;

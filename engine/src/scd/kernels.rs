@@ -114,12 +114,23 @@ fn for_each_nonzero(
 ) {
     let (rows, local) = (&cell.rows[..], &cell.local[..cell.rows.len()]);
     let row = |r: u32| (targets[r as usize], prediction_value(predictions[r as usize]));
-    if rows.windows(2).all(|w| w[0] < w[1]) {
+    // Without an early exit, so that the check is a vector loop.
+    let distinct = rows.iter().zip(&rows[rows.len().min(1)..]).fold(true, |all, (a, b)| all & (a < b));
+    if distinct {
+        // Two passes: every group of four rows' derivatives into a buffer, then the
+        // scatter-add. Fused, the compiler turned the vector derivatives back into scalar
+        // lanes to feed each lane's add (a division and a blend per row).
         let (rows4, local4) = (rows.chunks_exact(4), local.chunks_exact(4));
         let done = rows.len() - rows4.remainder().len();
-        for (c, (r, j)) in rows4.zip(local4).enumerate() {
+        // A `for` loop, not `map(..).collect()`: the closure would be compiled inside the
+        // iterator's `fold`, outside the FMA copy, with a library call per `mul_add`.
+        let mut taken: Vec<[[f64; 4]; 2]> = Vec::with_capacity(rows4.len());
+        for r in rows4 {
             let at: [(f64, f64); 4] = std::array::from_fn(|i| row(r[i]));
             let (first, second) = derivatives.at4(at.map(|a| a.0), at.map(|a| a.1));
+            taken.push([first, second]);
+        }
+        for (c, (j, [first, second])) in local4.zip(&taken).enumerate() {
             for i in 0..4 {
                 add(4 * c + i, j[i], first[i], second[i]);
             }
