@@ -113,6 +113,8 @@ fn newton_gives_the_same_bytes_for_any_worker_count_and_through_kill_9_of_a_work
     assert_eq!(s.algorithm, "lbfgs");
     job.kill_worker(0);
     job.add_workers(1);
+    // The kill came while the run went on (a run already over would prove nothing).
+    job.wait_for("progress after the kill", |t| t.epoch > s.epoch);
     job.finish();
     assert!(
         std::fs::read(&disturbed).unwrap() == one,
