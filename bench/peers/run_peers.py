@@ -72,6 +72,12 @@ TOOLS = {
     "vw-bfgs":        dict(kind="cli", ladder=[5, 10, 20, 50, 100, 200, 500], threads=[1],
                            losses=("logistic", "squared"),
                            note="Vowpal Wabbit --bfgs, passes ladder, wall time incl. parsing/cache"),
+    # The same as one run: VW writes its model after every pass (--save_per_pass) and the
+    # harness evaluates a geometric subset of them, timed by each file's mtime since the start
+    # (wall time incl. parsing and its cache, as above). The ladder restarts from zero at
+    # every rung; this costs one run to the last pass. Its budget is that last pass.
+    "vw-bfgs-curve":  dict(kind="cli", ladder=[500], threads=[1], losses=("logistic", "squared"), curve=True,
+                           note="Vowpal Wabbit --bfgs, one run, the model after each pass (wall time from its start)"),
     "vw-sgd":         dict(kind="cli", ladder=[1, 2, 5, 10, 20, 50], threads=[1], losses=("logistic", "squared"),
                            note="Vowpal Wabbit default online learner; per-example l2 -> NOT the same objective"),
     # What a user gets by default: `linea train` chooses the algorithm from the data
@@ -118,6 +124,16 @@ TOOLS = {
     "linea-hybrid":   dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
                            algorithm=["--algorithm", "hybrid", "--slots", "4"], stop="--tolerance",
                            note="linea hybrid K=4 (AdaGrad pass, weighted average, L-BFGS), one long run per repeat"),
+    # The same two with truncated Newton as the batch solver (--batch-solver newton): the
+    # method of LIBLINEAR's -s 0 / -s 11 (line-search Newton, Jacobi-preconditioned CG),
+    # compared with it and with VW --bfgs. An epoch is one Newton iteration.
+    "linea-lbfgs-newton":  dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "lbfgs", "--batch-solver", "newton"], stop="--tolerance",
+                           note="linea truncated Newton from 0 (distributed gradient's batch solver), one long run"),
+    "linea-hybrid-newton": dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
+                           algorithm=["--algorithm", "hybrid", "--slots", "4", "--batch-solver", "newton"],
+                           stop="--tolerance",
+                           note="linea hybrid K=4 (AdaGrad pass, weighted average, truncated Newton), one long run"),
     "linea-ipm":      dict(kind="linea", ladder=[None], threads=[1], losses=("logistic", "squared"),
                            algorithm=["--algorithm", "ipm", "--slots", "4"], stop="--tolerance",
                            note="linea iterative parameter mixtures K=4, one long run per repeat"),
@@ -491,7 +507,7 @@ def run_cli_tool(tool, budget, args, ctx, tag):
             rec["stderr"] = se
             return None, rec
         return liblinear_cli_weights(model, d), rec
-    if tool in ("vw-bfgs", "vw-sgd"):
+    if tool in ("vw-bfgs", "vw-bfgs-curve", "vw-sgd"):
         f = ensure_text(wd, train, "vw", loss)
         bits = max(10, math.ceil(math.log2(d)) + 1)
         model = os.path.join(wd, f"vw.{tag}.model")
@@ -500,7 +516,7 @@ def run_cli_tool(tool, budget, args, ctx, tag):
             os.remove(cache)      # cache creation is part of the measured run
         vwloss = "logistic" if loss == "logistic" else "squared"
         n = train.X.shape[0]
-        if tool == "vw-bfgs":
+        if tool in ("vw-bfgs", "vw-bfgs-curve"):
             # VW --bfgs minimises  sum_i loss_i + (l2_vw / 2) ||w||^2   ->  l2_vw = 2 * l2
             reg = 2.0 * l2
             algo = ["--bfgs", "--termination", "0"]
@@ -522,7 +538,12 @@ def run_cli_tool(tool, budget, args, ctx, tag):
             cmd = [c for c in cmd if c not in ("-c", "-k", "--holdout_off")]
             i = cmd.index("--cache_file")
             del cmd[i:i + 2]
-        rc, wall, rss, so, se, to = run_measured(cmd, env=thread_env(1), timeout=args.timeout)
+        curve = TOOLS[tool].get("curve")
+        if curve:
+            cmd += ["--save_per_pass"]
+        started = time.time()
+        with PassFiles(model, curve_passes(budget) if curve else None):
+            rc, wall, rss, so, se, to = run_measured(cmd, env=thread_env(1), timeout=args.timeout)
         rec.update(params=" ".join(cmd[3:]), wall_seconds=wall, peak_rss_kb=rss, returncode=rc, timed_out=to)
         for p in (cache,):
             if os.path.exists(p):
@@ -530,8 +551,65 @@ def run_cli_tool(tool, budget, args, ctx, tag):
         if rc != 0 or to:
             rec["stderr"] = se
             return None, rec
+        if curve:
+            rec["trace"] = vw_curve(model, d, bits, started, curve_passes(budget), ctx, args)
         return vw_weights(model, d, bits), rec
     raise ValueError(tool)
+
+
+def curve_passes(last):
+    """The passes of a VW curve that are evaluated: a geometric ladder up to `last`, and it."""
+    ladder = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 300, 400, 500, 700, 1000]
+    return sorted({p for p in ladder if p < last} | {last})
+
+
+class PassFiles:
+    """While VW runs with --save_per_pass, deletes the models of passes the curve does not
+    evaluate (criteo-1m: ~4 MB each, 500 of them), keeping `keep`; nothing with keep=None."""
+
+    def __init__(self, model, keep):
+        import threading
+        self.model, self.keep, self.stop = model, keep, threading.Event()
+        self.thread = threading.Thread(target=self.sweep, daemon=True) if keep is not None else None
+
+    def sweep(self):
+        base, prefix = os.path.dirname(self.model), os.path.basename(self.model) + "."
+        while True:
+            for name in os.listdir(base):
+                tail = name[len(prefix):]
+                if name.startswith(prefix) and tail.isdigit() and int(tail) not in self.keep:
+                    os.remove(os.path.join(base, name))
+            if self.stop.wait(1.0):
+                return
+
+    def __enter__(self):
+        if self.thread:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.thread:
+            self.stop.set()
+            self.thread.join()
+
+
+def vw_curve(model, d, bits, started, keep, ctx, args):
+    """[(pass, seconds since the start, objective)] of the models VW wrote after the passes
+    in `keep` (`model.N`), evaluated like every other tool's weights; the files are removed."""
+    import peerdata as pdt
+    train = ctx["train"]
+    X, y = train.X, train.y(args.loss)
+    trace = []
+    base, prefix = os.path.dirname(model), os.path.basename(model) + "."
+    for name in os.listdir(base):
+        tail = name[len(prefix):]
+        if name.startswith(prefix) and tail.isdigit():
+            path = os.path.join(base, name)
+            if int(tail) in keep:
+                w = vw_weights(path, d, bits)
+                trace.append((int(tail), os.path.getmtime(path) - started, pdt.objective(X, y, w, args.loss, args.l2)))
+            os.remove(path)
+    return sorted(trace)
 
 
 # --------------------------------------------------------------------------- linea adapter
@@ -773,7 +851,7 @@ def short(rec):
 def summarise(records, tool, thr, ref):
     """Time to reach each threshold: the fastest rung whose runs all ended within it (see README)."""
     out = {"kind": "summary", "tool": tool, "threads": thr, "reference": ref, "reached": {}}
-    if TOOLS[tool]["kind"] == "linea" and not TOOLS[tool].get("stop_ladder"):
+    if (TOOLS[tool]["kind"] == "linea" and not TOOLS[tool].get("stop_ladder")) or TOOLS[tool].get("curve"):
         for th in THRESHOLDS:
             times = []
             for r in records:

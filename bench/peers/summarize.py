@@ -27,11 +27,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BEGIN, END = "<!-- peers-table:begin -->", "<!-- peers-table:end -->"
 THR = ("0.001", "0.0001", "1e-06")
-ORDER = ["linea", "linea-scd", "linea-cocoa", "linea-lbfgs", "linea-hybrid", "linea-ipm", "liblinear", "liblinear-dual", "liblinear-cli", "snapml", "snapml-epoch",
+ORDER = ["linea", "linea-scd", "linea-cocoa", "linea-lbfgs", "linea-hybrid", "linea-lbfgs-newton",
+         "linea-hybrid-newton", "linea-ipm", "liblinear", "liblinear-dual", "liblinear-cli", "snapml", "snapml-epoch",
          "sklearn-lbfgs", "sklearn-newton-cholesky", "sklearn-ridge-cg", "sklearn-ridge-cholesky",
-         "vw-bfgs", "vw-sgd", "spark"]
-TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-sgd": "wall", "linea": "trace", "linea-scd": "trace", "linea-cocoa": "trace", "linea-cocoa-h2": "trace", "linea-cocoa-every": "trace", "linea-cocoa-stop": "trace",
-              "linea-lbfgs": "trace", "linea-hybrid": "trace", "linea-ipm": "trace"}
+         "vw-bfgs", "vw-bfgs-curve", "vw-sgd", "spark"]
+TIME_BASIS = {"liblinear-cli": "wall", "vw-bfgs": "wall", "vw-bfgs-curve": "wall", "vw-sgd": "wall", "linea": "trace", "linea-scd": "trace", "linea-cocoa": "trace", "linea-cocoa-h2": "trace", "linea-cocoa-every": "trace", "linea-cocoa-stop": "trace",
+              "linea-lbfgs": "trace", "linea-hybrid": "trace", "linea-ipm": "trace",
+              "linea-lbfgs-newton": "trace", "linea-hybrid-newton": "trace"}
 
 
 def load(path):

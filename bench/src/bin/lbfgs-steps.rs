@@ -3,8 +3,8 @@
 //! the initial inverse Hessian `H0` pays in passes, not only in iterations.
 //!
 //! `lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled|newton REFRESH EPOCHS [REFERENCE
-//! [MEMORY [THREADS]]]` (`newton`: the truncated Newton batch solver instead of L-BFGS;
-//! REFRESH and MEMORY then do not matter, and `t` and `|d|` are not printed): loads a prepared grid (logistic loss, l2 = 1, memory MEMORY, default 15;
+//! [MEMORY [THREADS [LOSS]]]]` (`newton`: the truncated Newton batch solver instead of L-BFGS;
+//! REFRESH and MEMORY then do not matter, and `t` and `|d|` are not printed): loads a prepared grid (LOSS logistic, the default, or squared; l2 = 1, memory MEMORY, default 15;
 //! the hybrid with K = 4 slots, rate 0.5, seed 0, as `linea train` defaults), runs EPOCHS
 //! epochs in THREADS threads (default 1; every figure but the seconds is the same for any
 //! count) and prints one
@@ -25,7 +25,7 @@ use std::time::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (grid, mode, precondition, refresh, epochs, rest) = match args.as_slice() {
-        [_, g, m, p, r, e, rest @ ..] if rest.len() <= 3 => (g, m, p, r, e, rest),
+        [_, g, m, p, r, e, rest @ ..] if rest.len() <= 4 => (g, m, p, r, e, rest),
         _ => usage(),
     };
     let optional = |i: usize| rest.get(i).map(String::as_str);
@@ -45,9 +45,14 @@ fn main() {
     let reference = optional(0).map(|r| r.parse::<f64>().unwrap_or_else(|_| usage()));
     let memory = optional(1).map_or(15, |m| m.parse::<u32>().unwrap_or_else(|_| usage()));
     let threads = optional(2).map_or(1, |t| t.parse::<usize>().ok().filter(|&t| t > 0).unwrap_or_else(|| usage()));
-    let loaded = gridload::load(&LocalStorage::new(grid.as_str()), Loss::Logistic).unwrap_or_else(|e| fail(e));
+    let loss = match optional(3) {
+        None | Some("logistic") => Loss::Logistic,
+        Some("squared") => Loss::Squared,
+        Some(_) => usage(),
+    };
+    let loaded = gridload::load(&LocalStorage::new(grid.as_str()), loss).unwrap_or_else(|e| fail(e));
     let slots = if mode == Mode::Hybrid { 4 } else { 1 };
-    let config = LinearConfig::new(mode, Loss::Logistic, 1.0, slots, memory, epochs, 0.0, 0.0, 0.5, 0)
+    let config = LinearConfig::new(mode, loss, 1.0, slots, memory, epochs, 0.0, 0.0, 0.5, 0)
         .unwrap_or_else(|e| fail(e))
         .with_precondition(precondition)
         .with_solver(solver);
@@ -84,7 +89,7 @@ fn main() {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled|newton REFRESH EPOCHS [REFERENCE [MEMORY [THREADS]]]"
+        "usage: lbfgs-steps GRID lbfgs|hybrid none|diagonal|scaled|newton REFRESH EPOCHS [REFERENCE [MEMORY [THREADS [LOSS]]]]"
     );
     std::process::exit(2)
 }
