@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Summarise bench/peers/results/*.jsonl into the peers table of docs/benchmarks.md and plots.
 
-    $VENV/bin/python bench/peers/summarize.py [--results DIR] [--doc docs/benchmarks.md]
-                                              [--plots docs/benchmarks]
+    $VENV/bin/python bench/peers/summarize.py [--results DIR] [--doc FILE] [--plots DIR]
+
+With the canonical results (bench/peers/results) it writes docs/benchmarks.md and
+docs/benchmarks/; with any other --results, RESULTS/tables.md and RESULTS/plots/ unless told
+otherwise, so a scratch run never rewrites the published table.
 
 Writes (1) the markdown between `<!-- peers-table:begin -->` and `<!-- peers-table:end -->` in
 --doc (the rest of the file is left alone), (2) one plot per results file,
@@ -244,12 +247,20 @@ def plot(hdr, rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default=os.path.join(HERE, "results"))
-    ap.add_argument("--doc", default=os.path.join(REPO, "docs", "benchmarks.md"))
-    ap.add_argument("--plots", default=os.path.join(REPO, "docs", "benchmarks"))
+    canonical = os.path.join(HERE, "results")
+    ap.add_argument("--results", default=canonical)
+    ap.add_argument("--doc", help="default: docs/benchmarks.md for the canonical results, "
+                    "else RESULTS/tables.md (a scratch run never rewrites the published table)")
+    ap.add_argument("--plots", help="default: docs/benchmarks for the canonical results, else RESULTS/plots")
     ap.add_argument("--command", default="bench/run-benchmarks.sh",
                     help="the command named in the generated text")
     a = ap.parse_args()
+    published = os.path.realpath(a.results) == os.path.realpath(canonical)
+    a.doc = a.doc or (os.path.join(REPO, "docs", "benchmarks.md") if published else os.path.join(a.results, "tables.md"))
+    a.plots = a.plots or (os.path.join(REPO, "docs", "benchmarks") if published else os.path.join(a.results, "plots"))
+    if not os.path.exists(a.doc):
+        with open(a.doc, "w") as f:
+            f.write(f"{BEGIN}\n{END}\n")
     os.makedirs(a.plots, exist_ok=True)
     files = sorted(glob.glob(os.path.join(a.results, "*.jsonl")))
     order = ["a9a", "w8a", "rcv1-small", "criteo-sample", "higgs-sample", "adult", "protein-kdd2004",
