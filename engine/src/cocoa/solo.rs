@@ -1,0 +1,149 @@
+//! One slot without the exchange of the shared vector (K = 1, not accelerated).
+//!
+//! With K slots every epoch ends with the exact fixed-point sum of the slots' changes of
+//! `v = X'alpha`, converted back to `f64` for the next epoch: that sum is what makes a run's
+//! bytes independent of which process served which slot. With one slot it is a sum of one
+//! term and buys nothing, while its per-entry work (each changed entry of `v` converted to
+//! fixed point on the slot, added on the master, every entry converted back and sent, the
+//! slot's model rebuilt from it and its change read off) was about half of an epoch outside
+//! the solve on criteo-sample (docs/benchmarks.md, "A sparse sum for the change of `v`").
+//!
+//! So a lone slot keeps its local model `w` from epoch to epoch and is its authority
+//! ([`CocoaPhase::SoloSolve`](super::CocoaPhase::SoloSolve)): after an epoch it reports only
+//! what the master's state needs — the dual variables and the entries of `w` that moved, bit
+//! for bit ([`SoloReport`]) — which the master writes into its state (the checkpoint's step)
+//! and the runner's mirror (what a redone or handed-over slot is rebuilt from). The gap pass
+//! runs on the slot's own model ([`CocoaPhase::EvaluateOwn`](super::CocoaPhase::EvaluateOwn)).
+//!
+//! Bytes: `w` is the slot's sequence of `f64` sparse additions from zero, as LIBLINEAR's `w`
+//! is, no longer rounded through the fixed-point `v` at each epoch's end; so a K = 1 run's
+//! bytes differ from the exchange's in the last bits, and remain a function of the data, the
+//! parameters and the seed: a restored slot takes its model bit for bit from the mirror,
+//! whichever process serves it. A run that scales in to one slot switches here with
+//! `w = v / lambda`, the model the exchange would have started its next epoch from.
+
+use super::kernel::{CocoaKernel, SlotState};
+use super::rows::SlotRows;
+use super::solver::{Subproblem, solo_solve};
+use crate::algorithm::{Contribution, Kernel, UnitOutput, decode, encode};
+use crate::error::EngineError;
+use serde::{Deserialize, Serialize};
+
+/// What a lone slot returns from a `SoloSolve`: what the epoch changed, bit for bit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SoloReport {
+    /// `(global row, new dual variable)` for every dual variable that changed, ascending.
+    pub alpha: Vec<(u32, f64)>,
+    /// `(global feature, new model value)` for every entry of `w` that changed, ascending.
+    pub w: Vec<(u32, f64)>,
+    /// The solve's progress statistic ([`super::solver::LocalSolve::progress`]).
+    pub progress: f64,
+}
+
+/// A lone slot's model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OwnModel {
+    /// Over all features, as a base or a handover brings it, until the slot's rows are
+    /// gathered.
+    Global(Vec<f64>),
+    /// Over the slot's local features ([`SlotRows::globals`]): what the solve updates.
+    Local(Vec<f64>),
+}
+
+impl OwnModel {
+    /// The model over all features (`features` long; a feature the slot holds no non-zero
+    /// of is 0). `rows` must be the slot's when the model is local.
+    pub fn global(&self, rows: Option<&SlotRows>, features: usize) -> Vec<f64> {
+        match (self, rows) {
+            (OwnModel::Global(w), _) => w.clone(),
+            (OwnModel::Local(local), Some(rows)) => {
+                let mut w = vec![0.0; features];
+                rows.globals.iter().zip(local).for_each(|(&j, &x)| w[j as usize] = x);
+                w
+            }
+            (OwnModel::Local(_), None) => unreachable!("a local model exists only beside its rows"),
+        }
+    }
+
+    /// The model over the slot's local features, converted from a global one on first use.
+    pub fn local(&mut self, rows: &SlotRows, features: usize) -> Result<&mut Vec<f64>, EngineError> {
+        if let OwnModel::Global(w) = self {
+            if w.len() != features {
+                return Err(EngineError::Corrupt(format!("a lone slot's model of {} for {features}", w.len())));
+            }
+            *self = OwnModel::Local(rows.globals.iter().map(|&j| w[j as usize]).collect());
+        }
+        match self {
+            OwnModel::Local(local) => Ok(local),
+            OwnModel::Global(_) => unreachable!("converted above"),
+        }
+    }
+}
+
+/// The entries of `after` whose bits differ from `before`'s, as `(index(k), after[k])`.
+fn changes(before: &[f64], after: &[f64], index: impl Fn(usize) -> u32) -> Vec<(u32, f64)> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|&(_, (b, a))| b.to_bits() != a.to_bits())
+        .map(|(k, (_, &a))| (index(k), a))
+        .collect()
+}
+
+/// Runs a `SoloSolve` on `unit`, whose rows are gathered: H SDCA passes on its own model.
+pub(super) fn run(
+    kernel: &CocoaKernel,
+    unit: usize,
+    state: &mut SlotState,
+    epoch: u32,
+    tolerance: f64,
+) -> Result<UnitOutput, EngineError> {
+    if kernel.units() != 1 {
+        return Err(EngineError::Corrupt(format!("a solo solve on {} slots", kernel.units())));
+    }
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        return Err(EngineError::Corrupt(format!("step tolerance {tolerance}")));
+    }
+    let features = kernel.features();
+    let SlotState { alpha, rows, model, .. } = state;
+    let rows = rows.as_ref().expect("the kernel gathers the rows first");
+    let model = model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
+    let model = model.local(rows, features)?;
+    let orders: Vec<Vec<u32>> =
+        (0..kernel.local_passes).map(|pass| kernel.layout.pass_order(unit, kernel.seed, epoch, pass)).collect();
+    let problem = Subproblem { loss: kernel.loss, lambda: kernel.lambda, sigma: kernel.sigma, tolerance };
+    let (alpha_before, model_before) = (alpha.clone(), model.clone());
+    let progress = solo_solve(problem, rows, alpha, model, orders.iter().map(Vec::as_slice));
+    let first = kernel.layout.slot_rows(unit).start;
+    let report = SoloReport {
+        alpha: changes(&alpha_before, alpha, |i| (first + i) as u32),
+        w: changes(&model_before, model, |k| rows.globals[k]),
+        progress,
+    };
+    Ok(UnitOutput { sums: Contribution::Nothing, payload: encode(&report) })
+}
+
+/// A `SoloSolve`'s report, checked against `rows` rows and `features` features: indices in
+/// range and ascending, values finite, the progress statistic finite and not negative.
+pub fn decode_report(payload: &[u8], rows: usize, features: usize) -> Result<SoloReport, EngineError> {
+    let report: SoloReport = decode(payload, "cocoa solo report")?;
+    let fits = |pairs: &[(u32, f64)], len: usize| {
+        pairs.windows(2).all(|p| p[0].0 < p[1].0)
+            && pairs.last().is_none_or(|&(at, _)| (at as usize) < len)
+            && pairs.iter().all(|&(_, x)| x.is_finite())
+    };
+    if !(report.progress.is_finite() && report.progress >= 0.0) {
+        return Err(EngineError::Corrupt(format!("lone slot: progress statistic {}", report.progress)));
+    }
+    if !fits(&report.alpha, rows) || !fits(&report.w, features) {
+        return Err(EngineError::Corrupt("lone slot: a change out of range, out of order or not finite".into()));
+    }
+    Ok(report)
+}
+
+/// Writes a report's changes into `alpha` and `w` (both checked by [`decode_report`]).
+pub fn apply(report: &SoloReport, alpha: &mut [f64], w: &mut [f64]) {
+    report.alpha.iter().for_each(|&(i, a)| alpha[i as usize] = a);
+    report.w.iter().for_each(|&(j, x)| w[j as usize] = x);
+}
