@@ -310,7 +310,10 @@ fn a_lone_cocoa_slot_survives_a_killed_worker_and_a_master_restart() {
     job.restart_master();
     let log = job.finish();
     assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run: {log}");
-    assert!(std::fs::read(&model).unwrap() == reference, "the disturbed K = 1 run's model differs from the undisturbed one");
+    assert!(
+        std::fs::read(&model).unwrap() == reference,
+        "the disturbed K = 1 run's model differs from the undisturbed one"
+    );
 }
 
 /// A worker that comes back only after the run is over (it was reconnecting while the

@@ -188,7 +188,7 @@ proptest! {
         check_object(&accelerated, version)?;
         check_object(&accelerated_step, version)?;
         // One slot: the model in place of the shared vector.
-        let lone = CocoaState { v: Vec::new(), w: alpha.clone(), ..cocoa.clone() };
+        let lone = CocoaState { v: Vec::new(), w: cocoa.alpha.clone(), ..cocoa.clone() };
         let lone_step = CocoaStep { v: Vec::new(), w: cocoa_step.alpha.clone(), ..cocoa_step.clone() };
         check_object(&lone, version)?;
         check_object(&lone_step, version)?;
