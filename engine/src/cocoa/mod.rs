@@ -347,8 +347,8 @@ impl Cocoa {
             return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
         };
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
-        solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
-        Ok(EpochChanges { alpha: report.alpha, v: Vec::new(), w: report.w, progress: report.progress })
+        let alpha = solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
+        Ok(EpochChanges { alpha, v: Vec::new(), w: report.w, progress: report.progress })
     }
 }
 

@@ -28,14 +28,16 @@ use super::solver::{Subproblem, solo_solve};
 use crate::algorithm::{Contribution, Kernel, UnitOutput};
 use crate::error::EngineError;
 
-/// What a lone slot returns from a `SoloSolve`: what the epoch changed, bit for bit.
-/// As bytes ([`encode_report`]): the progress statistic, the two pair counts, then each
-/// list's indices and values as little-endian arrays — a few instructions a pair where
-/// postcard's varints and per-value writes took tens (criteo-sample: ~37,000 pairs an epoch).
+/// What a lone slot returns from a `SoloSolve`, bit for bit. As bytes ([`encode_report`]):
+/// the progress statistic, the two counts, the dual variables, then the changed entries'
+/// indices and values, all little-endian arrays written in place — a few instructions a
+/// value where postcard's per-value writes took tens (criteo-sample: ~37,000 values an
+/// epoch).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SoloReport {
-    /// `(global row, new dual variable)` for every dual variable that changed, ascending.
-    pub alpha: Vec<(u32, f64)>,
+    /// The slot's dual variables, all of them, in row order: most change every epoch (83-100%
+    /// of the rows take a step), so indices would cost more than they save.
+    pub alpha: Vec<f64>,
     /// `(global feature, new model value)` for every entry of `w` that changed, ascending.
     pub w: Vec<(u32, f64)>,
     /// The solve's progress statistic ([`super::solver::LocalSolve::progress`]).
@@ -84,13 +86,13 @@ impl OwnModel {
 
 /// The entries of `after` whose bits differ from `before`'s, as `(index(k), after[k])`.
 fn changes(before: &[f64], after: &[f64], index: impl Fn(usize) -> u32) -> Vec<(u32, f64)> {
-    before
-        .iter()
-        .zip(after)
-        .enumerate()
-        .filter(|&(_, (b, a))| b.to_bits() != a.to_bits())
-        .map(|(k, (_, &a))| (index(k), a))
-        .collect()
+    let mut changed = Vec::with_capacity(after.len());
+    for (k, (b, &a)) in before.iter().zip(after).enumerate() {
+        if b.to_bits() != a.to_bits() {
+            changed.push((index(k), a));
+        }
+    }
+    changed
 }
 
 /// Runs a `SoloSolve` on `unit`, whose rows are gathered: H SDCA passes on its own model.
@@ -115,49 +117,42 @@ pub(super) fn run(
     let orders: Vec<Vec<u32>> =
         (0..kernel.local_passes).map(|pass| kernel.layout.pass_order(unit, kernel.seed, epoch, pass)).collect();
     let problem = Subproblem { loss: kernel.loss, lambda: kernel.lambda, sigma: kernel.sigma, tolerance };
-    let (alpha_before, model_before) = (alpha.clone(), model.clone());
+    let before = model.clone();
     let progress = solo_solve(problem, rows, alpha, model, orders.iter().map(Vec::as_slice));
-    let first = kernel.layout.slot_rows(unit).start;
-    let report = SoloReport {
-        alpha: changes(&alpha_before, alpha, |i| (first + i) as u32),
-        w: changes(&model_before, model, |k| rows.globals[k]),
-        progress,
-    };
-    Ok(UnitOutput { sums: Contribution::Nothing, payload: encode_report(&report) })
+    let w = changes(&before, model, |k| rows.globals[k]);
+    Ok(UnitOutput { sums: Contribution::Nothing, payload: encode_report(alpha, &w, progress) })
 }
 
 /// A report as bytes (the layout is [`SoloReport`]'s).
-pub fn encode_report(report: &SoloReport) -> Vec<u8> {
-    let pairs = report.alpha.len() + report.w.len();
-    let mut bytes = Vec::with_capacity(16 + 12 * pairs);
-    bytes.extend_from_slice(&report.progress.to_le_bytes());
-    bytes.extend_from_slice(&(report.alpha.len() as u32).to_le_bytes());
-    bytes.extend_from_slice(&(report.w.len() as u32).to_le_bytes());
-    for list in [&report.alpha, &report.w] {
-        list.iter().for_each(|&(at, _)| bytes.extend_from_slice(&at.to_le_bytes()));
-        list.iter().for_each(|&(_, x)| bytes.extend_from_slice(&x.to_le_bytes()));
-    }
+pub fn encode_report(alpha: &[f64], w: &[(u32, f64)], progress: f64) -> Vec<u8> {
+    let mut bytes = vec![0u8; 16 + 8 * alpha.len() + 12 * w.len()];
+    let (head, rest) = bytes.split_at_mut(16);
+    head[..8].copy_from_slice(&progress.to_le_bytes());
+    head[8..12].copy_from_slice(&(alpha.len() as u32).to_le_bytes());
+    head[12..].copy_from_slice(&(w.len() as u32).to_le_bytes());
+    let (duals, rest) = rest.split_at_mut(8 * alpha.len());
+    duals.chunks_exact_mut(8).zip(alpha).for_each(|(b, a)| b.copy_from_slice(&a.to_le_bytes()));
+    let (indices, values) = rest.split_at_mut(4 * w.len());
+    indices.chunks_exact_mut(4).zip(w).for_each(|(b, &(j, _))| b.copy_from_slice(&j.to_le_bytes()));
+    values.chunks_exact_mut(8).zip(w).for_each(|(b, &(_, x))| b.copy_from_slice(&x.to_le_bytes()));
     bytes
-}
-
-/// `count` pairs from the front of `bytes` (their indices, then their values), and the rest.
-fn take_pairs(bytes: &[u8], count: usize) -> Option<(Vec<(u32, f64)>, &[u8])> {
-    let (indices, rest) = bytes.split_at_checked(count.checked_mul(4)?)?;
-    let (values, rest) = rest.split_at_checked(count * 8)?;
-    let indices = indices.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-    let values = values.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
-    Some((indices.zip(values).collect(), rest))
 }
 
 /// A report from bytes; `None` when they are not one (short, long, or counts beyond them:
 /// nothing is allocated before the bytes for it are known to be there).
 fn parse_report(bytes: &[u8]) -> Option<SoloReport> {
+    let f64_at = |b: &[u8]| f64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let u32_at = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("4 bytes"));
     let (head, rest) = bytes.split_at_checked(16)?;
-    let progress = f64::from_le_bytes(head[..8].try_into().ok()?);
-    let count = |at: usize| u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes")) as usize;
-    let (alpha, rest) = take_pairs(rest, count(8))?;
-    let (w, rest) = take_pairs(rest, count(12))?;
-    rest.is_empty().then_some(SoloReport { alpha, w, progress })
+    let (rows, changed) = (u32_at(&head[8..12]) as usize, u32_at(&head[12..]) as usize);
+    let (duals, rest) = rest.split_at_checked(rows * 8)?;
+    let (indices, values) = rest.split_at_checked(changed * 4)?;
+    if values.len() != changed * 8 {
+        return None;
+    }
+    let alpha = duals.chunks_exact(8).map(f64_at).collect();
+    let w = indices.chunks_exact(4).map(u32_at).zip(values.chunks_exact(8).map(f64_at)).collect();
+    Some(SoloReport { alpha, w, progress: f64_at(&head[..8]) })
 }
 
 /// A `SoloSolve`'s report, checked against `rows` rows and `features` features: indices in
@@ -165,22 +160,32 @@ fn parse_report(bytes: &[u8]) -> Option<SoloReport> {
 pub fn decode_report(payload: &[u8], rows: usize, features: usize) -> Result<SoloReport, EngineError> {
     let report = parse_report(payload)
         .ok_or_else(|| EngineError::Corrupt(format!("a lone slot's report of {} bytes", payload.len())))?;
-    let fits = |pairs: &[(u32, f64)], len: usize| {
-        pairs.windows(2).all(|p| p[0].0 < p[1].0)
-            && pairs.last().is_none_or(|&(at, _)| (at as usize) < len)
-            && pairs.iter().all(|&(_, x)| x.is_finite())
-    };
+    let w = &report.w;
+    let fits = w.windows(2).all(|p| p[0].0 < p[1].0)
+        && w.last().is_none_or(|&(at, _)| (at as usize) < features)
+        && w.iter().all(|&(_, x)| x.is_finite());
     if !(report.progress.is_finite() && report.progress >= 0.0) {
         return Err(EngineError::Corrupt(format!("lone slot: progress statistic {}", report.progress)));
     }
-    if !fits(&report.alpha, rows) || !fits(&report.w, features) {
-        return Err(EngineError::Corrupt("lone slot: a change out of range, out of order or not finite".into()));
+    if report.alpha.len() != rows {
+        return Err(EngineError::Corrupt(format!("lone slot: {} dual variables for {rows} rows", report.alpha.len())));
+    }
+    if !fits {
+        return Err(EngineError::Corrupt("lone slot: a change of w out of range, out of order or not finite".into()));
     }
     Ok(report)
 }
 
-/// Writes a report's changes into `alpha` and `w` (both checked by [`decode_report`]).
-pub fn apply(report: &SoloReport, alpha: &mut [f64], w: &mut [f64]) {
-    report.alpha.iter().for_each(|&(i, a)| alpha[i as usize] = a);
+/// Writes a report into `alpha` (all of it) and `w` (its changes; both checked by
+/// [`decode_report`]); returns the `(row, dual)` pairs that changed, for the epoch's step.
+pub fn apply(report: &SoloReport, alpha: &mut [f64], w: &mut [f64]) -> Vec<(u32, f64)> {
+    let mut changed = Vec::new();
+    for (i, (old, &new)) in alpha.iter_mut().zip(&report.alpha).enumerate() {
+        if old.to_bits() != new.to_bits() {
+            *old = new;
+            changed.push((i as u32, new));
+        }
+    }
     report.w.iter().for_each(|&(j, x)| w[j as usize] = x);
+    changed
 }

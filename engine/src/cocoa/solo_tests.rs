@@ -129,24 +129,22 @@ fn a_scale_in_to_one_slot_switches_to_its_model_and_repeats() {
 /// model on a slot of several, or of the wrong length, is not taken as a base.
 #[test]
 fn a_damaged_lone_slot_report_or_base_is_refused() {
-    let report = |alpha: Vec<(u32, f64)>, w: Vec<(u32, f64)>, progress: f64| {
-        solo::encode_report(&solo::SoloReport { alpha, w, progress })
-    };
-    let good = solo::SoloReport { alpha: vec![(0, 1.0), (3, -2.0)], w: vec![(1, 0.5)], progress: 1.0 };
-    let bytes = solo::encode_report(&good);
+    let report = |alpha: Vec<f64>, w: Vec<(u32, f64)>, progress: f64| solo::encode_report(&alpha, &w, progress);
+    let good = solo::SoloReport { alpha: vec![0.5, 0.0, 1.0, -2.0], w: vec![(0, 0.5), (1, -1.5)], progress: 1.0 };
+    let bytes = report(good.alpha.clone(), good.w.clone(), good.progress);
     assert_eq!(solo::decode_report(&bytes, 4, 2).unwrap(), good);
     for cut in 0..bytes.len() {
         assert!(solo::decode_report(&bytes[..cut], 4, 2).is_err(), "cut at {cut}");
     }
     assert!(solo::decode_report(&[&bytes[..], &[0]].concat(), 4, 2).is_err(), "a byte too many");
     let mut huge = bytes.clone();
-    huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    huge[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(solo::decode_report(&huge, 4, 2).is_err(), "a count beyond the bytes");
-    assert!(solo::decode_report(&report(vec![(4, 1.0)], vec![], 1.0), 4, 2).is_err());
-    assert!(solo::decode_report(&report(vec![], vec![(2, 1.0)], 1.0), 4, 2).is_err());
-    assert!(solo::decode_report(&report(vec![(2, 1.0), (1, 1.0)], vec![], 1.0), 4, 2).is_err());
-    assert!(solo::decode_report(&report(vec![], vec![(0, f64::NAN)], 1.0), 4, 2).is_err());
-    assert!(solo::decode_report(&report(vec![], vec![], -1.0), 4, 2).is_err());
+    assert!(solo::decode_report(&bytes, 5, 2).is_err(), "duals for another row count");
+    assert!(solo::decode_report(&report(vec![0.0; 4], vec![(2, 1.0)], 1.0), 4, 2).is_err());
+    assert!(solo::decode_report(&report(vec![0.0; 4], vec![(1, 1.0), (0, 1.0)], 1.0), 4, 2).is_err());
+    assert!(solo::decode_report(&report(vec![0.0; 4], vec![(0, f64::NAN)], 1.0), 4, 2).is_err());
+    assert!(solo::decode_report(&report(vec![0.0; 4], vec![], -1.0), 4, 2).is_err());
     assert!(solo::decode_report(&[0xff], 4, 2).is_err());
 
     let problem = problem(Loss::Logistic, 23);
