@@ -291,7 +291,8 @@ impl Kernel for CocoaKernel {
             CocoaPhase::SoloSolve { epoch, tolerance } => Ok(solo::run(self, unit, state, *epoch, *tolerance)?),
             CocoaPhase::EvaluateOwn => {
                 let SlotState { alpha, model, .. } = state;
-                let model = model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
+                let model =
+                    model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
                 let local = model.local(rows, self.features())?;
                 Ok(self.terms_output(unit, local_objective_terms(self.loss, rows, alpha, local))?)
             }

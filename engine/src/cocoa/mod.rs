@@ -283,7 +283,11 @@ impl Cocoa {
 
     /// The local solves of an epoch with the exchange of the shared vector: every slot
     /// solves from `v`, and the master adds their changes into `v` exactly.
-    fn exchange_epoch<R: Runner<CocoaKernel>>(&mut self, runner: &mut R, tolerance: f64) -> Result<EpochChanges, R::Error> {
+    fn exchange_epoch<R: Runner<CocoaKernel>>(
+        &mut self,
+        runner: &mut R,
+        tolerance: f64,
+    ) -> Result<EpochChanges, R::Error> {
         let epoch = self.state.epoch;
         let v: Vec<f64> = self.state.v.iter().map(|&x| from_fixed128(x)).collect();
         let v = match self.accelerated() {

@@ -41,7 +41,9 @@ fn a_lone_slot_holds_the_model_and_reaches_the_optimum() {
     let newton = reference::logistic(&problem.rows, &problem.targets, problem.features, l2);
     let best = reference::objective(Loss::Logistic, &problem.rows, &problem.targets, &newton, l2);
     assert!(relative(cocoa.progress().objective.unwrap(), best) <= 1e-9);
-    assert!(relative(reference::objective(Loss::Logistic, &problem.rows, &problem.targets, &state.w, l2), best) <= 1e-9);
+    assert!(
+        relative(reference::objective(Loss::Logistic, &problem.rows, &problem.targets, &state.w, l2), best) <= 1e-9
+    );
 }
 
 /// A K = 1 run's bytes: the same on 1 and 2 threads; with the slot rebuilt from the mirror
