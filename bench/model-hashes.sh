@@ -4,15 +4,25 @@
 # that claims "the same bytes" must print the same lines. SCD is named (`--algorithm scd`):
 # `linea train`'s default chooses the algorithm from the data.
 #
-#   bench/model-hashes.sh [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
+#   bench/model-hashes.sh [--cocoa] [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
 #
 # Each set is prepared as the tests prepare it, then trained twice: with the defaults
 # (the stopping rule decides) and with `--tolerance 0 --epochs 40` (a fixed, longer run
 # that reaches the rounding floor), on 1 and 2 threads (which must agree). Prints
 # `dataset run digest epochs`.
+#
+# --cocoa: CoCoA's models instead (l2 = 1): `k1`, one slot to a relative gap of 1e-6 (the
+# one-slot path, docs/algorithms.md "One slot"), and `k3`, three slots for a fixed 15
+# epochs (`--gap-tolerance 0`), each on 1 and 2 threads; not adult and protein-kdd2004,
+# where no dual coordinate method converges (docs/benchmarks.md, issue 13).
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
+cocoa=false
+if [ "${1:-}" = --cocoa ]; then
+    cocoa=true
+    shift
+fi
 out="${1:-$LINEA_CACHE/model-hashes}"
 mkdir -p "$out"
 
@@ -29,17 +39,26 @@ sets=(
 )
 for entry in "${sets[@]}"; do
     IFS='|' read -r name input loss prep <<<"$entry"
+    if $cocoa && { [ "$name" = adult ] || [ "$name" = protein-kdd2004 ]; }; then
+        continue
+    fi
     grid="$out/$name.grid"
     if [ ! -f "$grid/manifest.json" ]; then
         # shellcheck disable=SC2086
         "$LINEA_BIN" prepare --input "$data/$input" --output "$grid" $prep >/dev/null
     fi
-    for run in default long; do
-        extra=()
-        [ "$run" = long ] && extra=(--tolerance 0 --epochs 40)
+    runs=(default long)
+    $cocoa && runs=(k1 k3)
+    for run in "${runs[@]}"; do
+        case "$run" in
+            default) extra=(--algorithm scd) ;;
+            long) extra=(--algorithm scd --tolerance 0 --epochs 40) ;;
+            k1) extra=(--algorithm cocoa --slots 1 --gap-tolerance 1e-6) ;;
+            k3) extra=(--algorithm cocoa --slots 3 --gap-tolerance 0 --epochs 15) ;;
+        esac
         for threads in 1 2; do
             model="$out/$name.$run.t$threads.model"
-            "$LINEA_BIN" train --data "$grid" --model "$model" --algorithm scd --loss "$loss" --l2 1 --threads "$threads" \
+            "$LINEA_BIN" train --data "$grid" --model "$model" --loss "$loss" --l2 1 --threads "$threads" \
                 "${extra[@]}" --trace "$out/$name.$run.t$threads.csv" >/dev/null 2>&1
             epochs=$(($(wc -l <"$out/$name.$run.t$threads.csv") - 1))
             echo "$name $run t$threads $(sha256sum "$model" | cut -c1-16) $epochs"

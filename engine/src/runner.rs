@@ -62,9 +62,15 @@ impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
             }
             kernel.run(phase, unit, state.as_mut().expect("filled above"), grid)
         };
-        let outputs: Vec<UnitOutput> = self.pool.install(|| {
-            self.states.par_iter_mut().enumerate().map(|(unit, state)| run_unit(unit, state)).collect::<Result<_, _>>()
-        })?;
+        let outputs: Vec<UnitOutput> = match self.states.as_mut_slice() {
+            // One unit (CoCoA with one slot) runs on this thread: handing it to the pool and
+            // waiting for it costs two thread wake-ups a phase, which on a set whose epoch
+            // takes a millisecond (rcv1-small) is not small. The same computation either way.
+            [only] => vec![run_unit(0, only)?],
+            states => self.pool.install(|| {
+                states.par_iter_mut().enumerate().map(|(unit, state)| run_unit(unit, state)).collect::<Result<_, _>>()
+            })?,
+        };
         Ok(reduce(request.reduction, outputs))
     }
 

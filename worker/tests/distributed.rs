@@ -279,6 +279,43 @@ fn cocoa_survives_disturbances(extra: &[&str]) {
     );
 }
 
+/// One slot (K = 1) keeps its model on the worker that serves it and sends the master only
+/// what an epoch changed: the same bytes in one process (1 and 2 threads) and on 1 and 3
+/// worker processes, and through a kill -9 of the worker serving the slot (rebuilt on the
+/// other from the master's mirror, the model bit for bit) and a kill -9 + restart of the
+/// master (from the checkpoint's steps).
+#[test]
+fn a_lone_cocoa_slot_survives_a_killed_worker_and_a_master_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "2000");
+    let params = ["--algorithm", "cocoa", "--slots", "1", "--epochs", "1500", "--gap-tolerance", "0"];
+    let reference = train(dir.path(), &grid, "reference", &[&params[..], &["--threads", "2"]].concat());
+    let again = train(dir.path(), &grid, "again", &[&params[..], &["--threads", "1"]].concat());
+    assert!(again == reference, "a repeat on 1 thread gives the same model");
+    for workers in ["1", "3"] {
+        let served = train(dir.path(), &grid, workers, &[&params[..], &["--workers", workers]].concat());
+        assert!(served == reference, "{workers} worker processes give another model than one process");
+    }
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &params);
+    job.add_workers(1);
+    let s = job.wait_for("the slot at work", |s| s.workers_active == 1 && s.epoch >= 10);
+    job.add_workers(1);
+    let s = job.wait_for("a second worker", |t| t.workers_active == 2 && t.epoch >= s.epoch + 5);
+    // Worker 0 has served the slot since the first epoch: the other rebuilds it.
+    job.kill_worker(0);
+    job.wait_for("progress after kill -9 of the slot's worker", |t| t.workers_lost == 1 && t.epoch >= s.epoch + 20);
+    job.restart_master();
+    let log = job.finish();
+    assert!(resumed_version(&log) > 0, "the restarted master resumed mid-run: {log}");
+    assert!(
+        std::fs::read(&model).unwrap() == reference,
+        "the disturbed K = 1 run's model differs from the undisturbed one"
+    );
+}
+
 /// A worker that comes back only after the run is over (it was reconnecting while the
 /// others were released: after a master restart, or a lost session) is released at its
 /// join and exits 0, instead of retrying for --reconnect-for and failing: a finished run

@@ -82,6 +82,37 @@ fn elastic_hinge_runs_scale_in_reach_the_gap_and_repeat_bit_for_bit() {
     }
 }
 
+/// An elastic run that scales in to one slot (16 -> 4 -> 1) goes on without the exchange of
+/// the shared vector (docs/algorithms.md, "One slot") from the epoch after its last scale-in,
+/// and still repeats bit for bit on the epoch clock: on 1 and 2 threads, and on 3 worker
+/// processes.
+#[test]
+fn an_elastic_run_down_to_one_slot_repeats_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "higgs-sample/higgs.train.tsv", "csv", "500");
+    let l2 = chicle_l2(7000);
+    let train = |name: &str, extra: &[&str]| {
+        let (model, trace) = (path(dir.path(), name), path(dir.path(), &format!("{name}.csv")));
+        let mut args = vec!["train", "--data", &grid, "--model", &model, "--trace", &trace];
+        // ELASTIC_HINGE with 16 slots in place of its 8.
+        args.extend(ELASTIC_HINGE.iter().map(|&a| if a == "8" { "16" } else { a }));
+        args.extend_from_slice(&["--l2", &l2, "--epochs", "20000"]);
+        args.extend_from_slice(extra);
+        ok(&args);
+        (std::fs::read(&model).unwrap(), read_trace(&trace))
+    };
+    let (model, trace) = train("one", &["--threads", "2"]);
+    let mut counts: Vec<u32> = trace[1..].iter().map(|p| p.workers).collect();
+    counts.dedup();
+    println!("{} epochs, slots {counts:?}", trace.last().unwrap().epoch);
+    assert_eq!(counts, vec![16, 4, 1], "scales in to one slot");
+    assert!(trace.last().unwrap().gap <= 1e-6);
+    let (again, _) = train("again", &["--threads", "1"]);
+    assert!(again == model, "a repeat on the epoch clock gives other bytes");
+    let (processes, _) = train("processes", &["--workers", "3"]);
+    assert!(processes == model, "3 worker processes give other bytes than one process");
+}
+
 /// kill -9 of a worker and of the master between scale-ins: the restarted master replays the
 /// recorded decisions from its checkpoint, with the workers each released, and the run ends
 /// with the undisturbed model. The first scale-in (8 -> 2, m = 4, on 8 workers the master

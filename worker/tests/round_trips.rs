@@ -152,6 +152,7 @@ proptest! {
         let cocoa = CocoaState {
             epoch,
             v: v.clone(),
+            w: Vec::new(),
             alpha: alpha.clone(),
             history: vec![record],
             slots,
@@ -163,6 +164,7 @@ proptest! {
             epoch,
             alpha: alpha.iter().enumerate().map(|(i, &a)| (i as u32, a)).collect(),
             v: v.iter().enumerate().map(|(i, &x)| (i as u32, x)).collect(),
+            w: Vec::new(),
             record: Some(record),
             scale_in: None,
             catalyst: None,
@@ -185,6 +187,11 @@ proptest! {
         check_object(&CocoaStep { record: None, ..cocoa_step.clone() }, version)?;
         check_object(&accelerated, version)?;
         check_object(&accelerated_step, version)?;
+        // One slot: the model in place of the shared vector.
+        let lone = CocoaState { v: Vec::new(), w: cocoa.alpha.clone(), ..cocoa.clone() };
+        let lone_step = CocoaStep { v: Vec::new(), w: cocoa_step.alpha.clone(), ..cocoa_step.clone() };
+        check_object(&lone, version)?;
+        check_object(&lone_step, version)?;
     }
 }
 

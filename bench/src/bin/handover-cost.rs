@@ -15,7 +15,7 @@
 use linea_bench::scale_in::{self, hinge_kernel};
 use linea_engine::Loss;
 use linea_engine::algorithm::{GridSource, Kernel};
-use linea_engine::cocoa::{CocoaKernel, SlotState};
+use linea_engine::cocoa::{CocoaKernel, SlotBase, SlotState};
 use linea_engine::grid::Cell;
 use linea_proto::auth::JobSecret;
 use linea_proto::client::{Expect, Timeouts};
@@ -187,7 +187,9 @@ fn main() {
                 holders.served.store(0, Ordering::Relaxed);
                 for unit in 0..new.units() {
                     let range = new.merges_from(&old, unit).unwrap_or_else(|| fail(format!("{name}: no merge")));
-                    let base = vec![0.0; new.layout().slot_rows(unit).len()];
+                    // A merged lone slot's base carries its model (zeros, as a fresh slot's).
+                    let w = if new.units() == 1 { vec![0.0; new.features()] } else { Vec::new() };
+                    let base = SlotBase { alpha: vec![0.0; new.layout().slot_rows(unit).len()], w };
                     // Storage: a worker that has not read these cells yet.
                     let started = Instant::now();
                     let storage = FromStorage {

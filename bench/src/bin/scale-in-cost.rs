@@ -14,7 +14,7 @@ use linea_bench::scale_in::{self, hinge_kernel};
 use linea_bench::slot_clock::thread_cpu_seconds;
 use linea_engine::Loss;
 use linea_engine::algorithm::Kernel;
-use linea_engine::cocoa::SlotState;
+use linea_engine::cocoa::{SlotBase, SlotState};
 use linea_worker::gridload;
 use linea_worker::storage::LocalStorage;
 
@@ -80,7 +80,9 @@ fn main() {
                 merged.clear();
                 for unit in 0..new.units() {
                     let range = new.merges_from(&old, unit).unwrap_or_else(|| fail(format!("{name}: no merge")));
-                    let base = vec![0.0; new.layout().slot_rows(unit).len()];
+                    // A merged lone slot's base carries its model (zeros, as a fresh slot's).
+                    let w = if new.units() == 1 { vec![0.0; new.features()] } else { Vec::new() };
+                    let base = SlotBase { alpha: vec![0.0; new.layout().slot_rows(unit).len()], w };
                     let parts: Vec<SlotState> = states[range].to_vec();
                     let (fresh, g) = timed(|| new.fresh(unit, &grid));
                     let (by_merge, m) = timed(|| new.merge(unit, &base, parts, &grid));

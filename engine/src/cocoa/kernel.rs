@@ -3,7 +3,11 @@
 
 use super::layout::Layout;
 use super::rows::SlotRows;
-use super::solver::{FeatureWeights, Subproblem, local_solve, local_solve_per_feature, objective_terms};
+use super::solo::{self, OwnModel};
+use super::solver::{
+    FeatureWeights, ObjectiveTerms, Subproblem, local_objective_terms, local_solve, local_solve_per_feature,
+    objective_terms,
+};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
 use crate::error::EngineError;
 use crate::fixed::{Quantity, SumRange};
@@ -41,6 +45,33 @@ pub enum CocoaPhase {
     Spread,
     /// Exact sums of the losses at `w` and of the conjugates at `-alpha`.
     Evaluate { w: Vec<f64> },
+    /// One slot, not accelerated ([`super::solo`]): H local SDCA passes on the slot's own
+    /// model, which it keeps between epochs; the payload is a [`solo::SoloReport`] of what
+    /// changed, and nothing is summed.
+    SoloSolve { epoch: u32, tolerance: f64 },
+    /// [`CocoaPhase::Evaluate`] at a lone slot's own model.
+    EvaluateOwn,
+}
+
+/// What rebuilds a slot ([`Kernel::UnitBase`]): its committed dual variables and, when it
+/// is a lone slot ([`super::solo`]), the model it keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotBase {
+    /// The slot's dual variables, in row order.
+    pub alpha: Vec<f64>,
+    /// A lone slot's model over all features; empty for a slot that starts each epoch from
+    /// the shared vector.
+    pub w: Vec<f64>,
+}
+
+/// The master's record of the committed state every slot is rebuilt from
+/// ([`Kernel::Mirror`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CocoaMirror {
+    /// Every row's dual variable, in global row order.
+    pub alpha: Vec<f64>,
+    /// The lone slot's model ([`SlotBase::w`]); empty with more slots.
+    pub w: Vec<f64>,
 }
 
 /// What a slot returns from a `LocalSolve`.
@@ -58,10 +89,13 @@ pub struct SlotState {
     /// Dual variables of the slot's rows, in row order.
     pub alpha: Vec<f64>,
     /// The slot's rows; gathered from the grid on first use.
-    rows: Option<SlotRows>,
+    pub(super) rows: Option<SlotRows>,
     /// The per-feature weights of the last `spread` the slot solved with (they change only
     /// when the slots do, and then the slot is rebuilt).
     weights: Option<(Vec<u32>, FeatureWeights)>,
+    /// A lone slot's model, its authority from epoch to epoch ([`super::solo`]); `None` for
+    /// a slot that starts each epoch from the shared vector.
+    pub(super) model: Option<OwnModel>,
 }
 
 impl SlotState {
@@ -84,8 +118,10 @@ impl CocoaKernel {
         self.layout.slot_rows(slot).len()
     }
 
-    /// A slot's state from its dual variables, checked against its row count.
-    fn slot_from(&self, slot: usize, alpha: Vec<f64>) -> Result<SlotState, EngineError> {
+    /// A slot's state from its base, checked: the dual variables against its row count, a
+    /// model against the feature count (and only for a lone slot).
+    fn slot_from(&self, slot: usize, base: SlotBase) -> Result<SlotState, EngineError> {
+        let SlotBase { alpha, w } = base;
         if alpha.len() != self.slot_len(slot) {
             return Err(EngineError::Corrupt(format!(
                 "slot {slot}: {} dual variables for {} rows",
@@ -93,7 +129,31 @@ impl CocoaKernel {
                 self.slot_len(slot)
             )));
         }
-        Ok(SlotState { alpha, rows: None, weights: None })
+        let model = match w.is_empty() {
+            true => None,
+            false if w.len() == self.features() && self.units() == 1 => Some(OwnModel::Global(w)),
+            false => {
+                return Err(EngineError::Corrupt(format!(
+                    "slot {slot} of {}: a model of {} for {} features",
+                    self.units(),
+                    w.len(),
+                    self.features()
+                )));
+            }
+        };
+        Ok(SlotState { alpha, rows: None, weights: None, model })
+    }
+
+    /// A slot's objective terms as exact sums, refused when not finite.
+    fn terms_output(&self, unit: usize, terms: ObjectiveTerms) -> Result<UnitOutput, EngineError> {
+        if !(terms.loss.is_finite() && terms.conjugate.is_finite()) {
+            return Err(EngineError::Corrupt(format!(
+                "slot {unit}: objective terms {terms:?} are not finite (a dual variable left its domain)"
+            )));
+        }
+        let range = SumRange::for_partials(self.layout.slots());
+        let sums = vec![range.fixed(Quantity::Loss, terms.loss)?, range.fixed(Quantity::Loss, terms.conjugate)?];
+        Ok(UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() })
     }
 
     /// The spread (slots sharing the feature) of each of the slot's local features, checked:
@@ -134,10 +194,8 @@ impl CocoaKernel {
 impl Kernel for CocoaKernel {
     type Phase = CocoaPhase;
     type UnitState = SlotState;
-    /// Every row's committed dual variable, in global row order.
-    type Mirror = Vec<f64>;
-    /// A slot's committed dual variables.
-    type UnitBase = Vec<f64>;
+    type Mirror = CocoaMirror;
+    type UnitBase = SlotBase;
 
     fn units(&self) -> usize {
         self.layout.slots()
@@ -153,7 +211,9 @@ impl Kernel for CocoaKernel {
             Exp::detect();
         }
         let rows = SlotRows::gather(&self.layout, &self.block_offsets, self.loss, unit, grid)?;
-        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows), weights: None })
+        // A lone slot starts from w = 0, as the master's state does ([`super::solo`]).
+        let model = (self.units() == 1).then(|| OwnModel::Local(vec![0.0; rows.globals.len()]));
+        Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows), weights: None, model })
     }
 
     fn run<G: GridSource>(
@@ -226,17 +286,15 @@ impl Kernel for CocoaKernel {
                 if w.len() != self.features() {
                     return Err(EngineError::Corrupt(format!("model of {} for {}", w.len(), self.features())).into());
                 }
-                let terms = objective_terms(self.loss, rows, &state.alpha, w);
-                if !(terms.loss.is_finite() && terms.conjugate.is_finite()) {
-                    return Err(EngineError::Corrupt(format!(
-                        "slot {unit}: objective terms {terms:?} are not finite (a dual variable left its domain)"
-                    ))
-                    .into());
-                }
-                let range = SumRange::for_partials(self.layout.slots());
-                let sums =
-                    vec![range.fixed(Quantity::Loss, terms.loss)?, range.fixed(Quantity::Loss, terms.conjugate)?];
-                Ok(UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() })
+                Ok(self.terms_output(unit, objective_terms(self.loss, rows, &state.alpha, w))?)
+            }
+            CocoaPhase::SoloSolve { epoch, tolerance } => Ok(solo::run(self, unit, state, *epoch, *tolerance)?),
+            CocoaPhase::EvaluateOwn => {
+                let SlotState { alpha, model, .. } = state;
+                let model =
+                    model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
+                let local = model.local(rows, self.features())?;
+                Ok(self.terms_output(unit, local_objective_terms(self.loss, rows, alpha, local))?)
             }
         }
     }
@@ -244,21 +302,32 @@ impl Kernel for CocoaKernel {
     /// A payload that does not decode leaves its slot's entries as they were: `commit`
     /// cannot fail, and [`super::Cocoa::next_iter`] refuses the same payload with an error
     /// before the epoch is recorded.
-    fn commit(&self, mirror: &mut Vec<f64>, phase: &CocoaPhase, output: &PhaseOutput) {
-        if let CocoaPhase::LocalSolve { .. } = phase {
-            for (slot, payload) in output.payloads.iter().enumerate() {
-                if let Ok(report) = self.decode_payload(slot, payload) {
-                    mirror[self.layout.slot_rows(slot)].copy_from_slice(&report.alpha);
+    fn commit(&self, mirror: &mut CocoaMirror, phase: &CocoaPhase, output: &PhaseOutput) {
+        match phase {
+            CocoaPhase::LocalSolve { .. } => {
+                for (slot, payload) in output.payloads.iter().enumerate() {
+                    if let Ok(report) = self.decode_payload(slot, payload) {
+                        mirror.alpha[self.layout.slot_rows(slot)].copy_from_slice(&report.alpha);
+                    }
                 }
             }
+            CocoaPhase::SoloSolve { .. } => {
+                let (rows, features) = (mirror.alpha.len(), mirror.w.len());
+                if let [payload] = output.payloads.as_slice()
+                    && let Ok(report) = solo::decode_report(payload, rows, features)
+                {
+                    let _ = solo::apply(&report, &mut mirror.alpha, &mut mirror.w);
+                }
+            }
+            CocoaPhase::Spread | CocoaPhase::Evaluate { .. } | CocoaPhase::EvaluateOwn => {}
         }
     }
 
-    fn unit_base(&self, mirror: &Vec<f64>, unit: usize) -> Vec<f64> {
-        mirror[self.layout.slot_rows(unit)].to_vec()
+    fn unit_base(&self, mirror: &CocoaMirror, unit: usize) -> SlotBase {
+        SlotBase { alpha: mirror.alpha[self.layout.slot_rows(unit)].to_vec(), w: mirror.w.clone() }
     }
 
-    fn restore<G: GridSource>(&self, unit: usize, base: &Vec<f64>, _grid: &G) -> Result<SlotState, G::Error> {
+    fn restore<G: GridSource>(&self, unit: usize, base: &SlotBase, _grid: &G) -> Result<SlotState, G::Error> {
         Ok(self.slot_from(unit, base.clone())?)
     }
 
@@ -275,13 +344,17 @@ impl Kernel for CocoaKernel {
     fn merge<G: GridSource>(
         &self,
         unit: usize,
-        base: &Vec<f64>,
+        base: &SlotBase,
         parts: Vec<SlotState>,
         _grid: &G,
     ) -> Result<SlotState, G::Error> {
         let mut state = self.slot_from(unit, base.clone())?;
         let rows: Option<Vec<SlotRows>> = parts.into_iter().map(|p| p.rows).collect();
         state.rows = rows.map(|r| SlotRows::concat(&r)).filter(|r| r.len() == self.slot_len(unit));
+        // A lone slot's model in its rows' numbering at once, as a fresh slot's.
+        if let (Some(model), Some(rows)) = (&mut state.model, &state.rows) {
+            model.local(rows, self.features())?;
+        }
         Ok(state)
     }
 
@@ -295,15 +368,17 @@ impl Kernel for CocoaKernel {
     /// left empty, as [`Self::merge`] takes the committed ones from its base.
     fn decode_part(&self, bytes: &[u8]) -> Result<SlotState, EngineError> {
         let rows = decode::<SlotRows>(bytes, "cocoa slot rows")?.checked(self.features())?;
-        Ok(SlotState { alpha: Vec::new(), rows: Some(rows), weights: None })
+        Ok(SlotState { alpha: Vec::new(), rows: Some(rows), weights: None, model: None })
     }
 
+    /// The slot's base: its dual variables and a lone slot's model.
     fn encode_state(&self, state: &SlotState) -> Vec<u8> {
-        encode(&state.alpha)
+        let w = state.model.as_ref().map_or_else(Vec::new, |m| m.global(state.rows.as_ref(), self.features()));
+        encode(&SlotBase { alpha: state.alpha.clone(), w })
     }
 
     fn decode_state<G: GridSource>(&self, unit: usize, bytes: &[u8], _grid: &G) -> Result<SlotState, G::Error> {
-        let alpha: Vec<f64> = decode(bytes, "cocoa slot state")?;
-        Ok(self.slot_from(unit, alpha)?)
+        let base: SlotBase = decode(bytes, "cocoa slot state")?;
+        Ok(self.slot_from(unit, base)?)
     }
 }

@@ -17,6 +17,15 @@ fn kernel(grid: &InMemoryGrid, slots: u32, partitions: u32) -> CocoaKernel {
     Cocoa::for_grid(config, grid).unwrap().kernel().clone()
 }
 
+/// A merged slot's model in its base: `w` (zeros here, as a fresh slot's) when the new
+/// kernel has one slot ([`super::solo`]), none otherwise.
+fn lone_model(new: &CocoaKernel) -> Vec<f64> {
+    match new.units() {
+        1 => vec![0.0; new.features()],
+        _ => Vec::new(),
+    }
+}
+
 /// The synthetic grid three ways: real values in every slot; binary (the real block
 /// dropped: every slot's rows are all ones, stored without values); and mixed (the real
 /// block's first shards made binary, so some old slots carry values and some do not).
@@ -53,11 +62,12 @@ fn merged_slots_equal_gathered_ones_field_by_field() {
                 for unit in 0..new.units() {
                     let range = new.merges_from(&old, unit).expect("a scale-in merges");
                     assert_eq!(range.len(), old.units() / new.units());
-                    let base: Vec<f64> = (0..new.layout().slot_rows(unit).len()).map(|i| i as f64 * 0.25).collect();
+                    let alpha: Vec<f64> = (0..new.layout().slot_rows(unit).len()).map(|i| i as f64 * 0.25).collect();
+                    let base = SlotBase { alpha: alpha.clone(), w: lone_model(&new) };
                     let parts = states[range].to_vec();
                     let by_merge = new.merge(unit, &base, parts, &grid).unwrap();
                     let mut gathered = new.fresh(unit, &grid).unwrap();
-                    gathered.alpha = base.clone();
+                    gathered.alpha = alpha;
                     let what = format!("{name}, {rows} rows: slot {unit} of {} -> {slots}", old.units());
                     let (m, g) = (by_merge.rows().expect("merged rows"), gathered.rows().expect("gathered rows"));
                     assert_eq!(m.csr(), g.csr(), "{what}: CSR");
@@ -146,15 +156,17 @@ fn parts_handed_over_as_bytes_merge_into_the_gathered_slot() {
                     new.decode_part(&bytes).unwrap()
                 })
                 .collect();
-            let base: Vec<f64> = (0..new.layout().slot_rows(unit).len()).map(|i| i as f64 - 0.5).collect();
+            let alpha: Vec<f64> = (0..new.layout().slot_rows(unit).len()).map(|i| i as f64 - 0.5).collect();
+            let base = SlotBase { alpha: alpha.clone(), w: lone_model(&new) };
             let merged = new.merge(unit, &base, parts, &grid).unwrap();
             let mut gathered = new.fresh(unit, &grid).unwrap();
-            gathered.alpha = base;
+            gathered.alpha = alpha;
             assert!(merged.rows().is_some(), "{name}: slot {unit} merged its parts' rows");
             assert_eq!(merged, gathered, "{name}: slot {unit}");
         }
         // A slot never run holds no rows: nothing to hand over (the taker reads storage).
-        assert_eq!(old.encode_part(&old.restore(0, &vec![0.0; old.layout().slot_rows(0).len()], &grid).unwrap()), None);
+        let never_run = SlotBase { alpha: vec![0.0; old.layout().slot_rows(0).len()], w: Vec::new() };
+        assert_eq!(old.encode_part(&old.restore(0, &never_run, &grid).unwrap()), None);
     }
 }
 

@@ -31,10 +31,15 @@
 //! K > 1 slots solve much faster than the original problem; the gap reported stays the
 //! original problem's.
 //!
+//! One slot ([`solo`]): with K = 1 (not accelerated) the sum of the slots' changes has one
+//! term, so the lone slot keeps its model `w` between epochs and reports only what changed;
+//! the master's state holds `w` instead of `v`.
+//!
 //! Determinism: a slot's coordinate order is seeded by (seed, epoch, pass, partition), its
 //! local arithmetic is sequential, and everything that crosses slots is an exact
-//! fixed-point sum. A run's bytes depend on the data, the parameters and K — not on which
-//! process ran which slot, in what order, or how often a slot was redone.
+//! fixed-point sum (a lone slot's model crosses bit for bit). A run's bytes depend on the
+//! data, the parameters and K — not on which process ran which slot, in what order, or how
+//! often a slot was redone.
 
 pub mod catalyst;
 #[cfg(test)]
@@ -53,6 +58,9 @@ pub mod schedule;
 mod schedule_tests;
 #[cfg(test)]
 mod sigma_cap_tests;
+pub mod solo;
+#[cfg(test)]
+mod solo_tests;
 pub mod solver;
 pub mod state;
 pub mod step_tolerance;
@@ -62,7 +70,7 @@ mod tests;
 pub use catalyst::{AccelerateConfig, CatalystState, CatalystStep};
 pub use config::{Aggregation, CocoaConfig};
 pub use elastic::{Clock, ElasticConfig, ScaleIn};
-pub use kernel::{CocoaKernel, CocoaPhase, SlotReport, SlotState};
+pub use kernel::{CocoaKernel, CocoaMirror, CocoaPhase, SlotBase, SlotReport, SlotState};
 pub use schedule::GapSchedule;
 pub use state::{CocoaState, CocoaStep, EpochRecord};
 
@@ -128,6 +136,7 @@ impl Cocoa {
         let state = CocoaState {
             epoch: 0,
             v: vec![0; features],
+            w: Vec::new(),
             alpha: vec![0.0; rows],
             history: Vec::new(),
             slots: config.slots(),
@@ -135,7 +144,9 @@ impl Cocoa {
             catalyst: catalyst.map(|_| catalyst::CatalystState::start(features)),
             progress: [0.0; 2],
         };
-        Ok(Self { config, kernel, state, clock: None, catalyst, spread: None })
+        let mut cocoa = Self { config, kernel, state, clock: None, catalyst, spread: None };
+        cocoa.sync_kernel();
+        Ok(cocoa)
     }
 
     /// Measures each epoch with `clock` (seconds): the record's `seconds`, and the elastic
@@ -155,11 +166,23 @@ impl Cocoa {
         }
     }
 
-    /// Brings the kernel to the state's slot count (after a restore or a replayed scale-in).
+    /// Brings the kernel to the state's slot count (after a restore or a replayed scale-in),
+    /// and the state to a lone slot's form when the run has one slot ([`solo`]): `w = v /
+    /// lambda`, the model the exchange would start the next epoch from, and `v` dropped.
     fn sync_kernel(&mut self) {
         if self.kernel.units() != self.state.slots as usize {
             self.kernel = self.kernel_for(self.state.slots);
         }
+        if self.solo() && !self.state.v.is_empty() {
+            let lambda = self.config.lambda();
+            self.state.w = self.state.v.iter().map(|&v| from_fixed128(v) / lambda).collect();
+            self.state.v = Vec::new();
+        }
+    }
+
+    /// The run has one slot and is not accelerated: the lone slot holds the model ([`solo`]).
+    fn solo(&self) -> bool {
+        self.state.slots == 1 && self.catalyst.is_none()
     }
 
     /// The epochs since the current slot count began, as the elastic policy sees them: the
@@ -187,6 +210,9 @@ impl Cocoa {
     pub fn flat_weights(&self) -> Vec<f64> {
         if let Some(state) = &self.state.catalyst {
             return state.best_w.clone();
+        }
+        if self.solo() {
+            return self.state.w.clone();
         }
         let lambda = self.config.lambda();
         self.state.v.iter().map(|&v| from_fixed128(v) / lambda).collect()
@@ -237,104 +263,31 @@ impl Cocoa {
 
     /// The primal, dual and gap at the current state, from an [`CocoaPhase::Evaluate`].
     fn evaluate<R: Runner<CocoaKernel>>(&self, runner: &mut R) -> Result<EpochRecord, R::Error> {
-        let w = self.flat_weights();
         // |X'alpha|^2 / (2 lambda) = (lambda / 2) |w|^2 = l2 |w|^2 at w = v / lambda: one
         // value for both objectives, so the gap carries no rounding of its own.
-        let penalty = self.config.l2() * w.iter().map(|x| x * x).sum::<f64>();
-        let request =
-            PhaseRequest { phase: CocoaPhase::Evaluate { w }, reduction: Reduction::Sum { len: 2 }, mutates: false };
+        let penalty = |w: &[f64]| self.config.l2() * w.iter().map(|x| x * x).sum::<f64>();
+        // A lone slot evaluates its own model, which is the state's `w` bit for bit.
+        let (phase, penalty) = match self.solo() {
+            true => (CocoaPhase::EvaluateOwn, penalty(&self.state.w)),
+            false => {
+                let w = self.flat_weights();
+                let penalty = penalty(&w);
+                (CocoaPhase::Evaluate { w }, penalty)
+            }
+        };
+        let request = PhaseRequest { phase, reduction: Reduction::Sum { len: 2 }, mutates: false };
         let sums = runner.run(request)?.sums;
         let (loss, conjugate) = (from_fixed128(sums.sums[0]), from_fixed128(sums.sums[1]));
         Ok(EpochRecord::new(loss + penalty, -conjugate - penalty))
     }
-}
 
-impl Algorithm for Cocoa {
-    type Kernel = CocoaKernel;
-    type State = CocoaState;
-    type Step = CocoaStep;
-
-    fn name(&self) -> &'static str {
-        "cocoa"
-    }
-
-    fn kernel(&self) -> &CocoaKernel {
-        &self.kernel
-    }
-
-    fn mirror(&self) -> Vec<f64> {
-        self.state.alpha.clone()
-    }
-
-    fn state(&self) -> &CocoaState {
-        &self.state
-    }
-
-    fn set_state(&mut self, state: CocoaState) {
-        self.state = state;
-        self.sync_kernel();
-    }
-
-    fn replay(&mut self, step: CocoaStep) -> Result<(), EngineError> {
-        let state = &mut self.state;
-        if step.epoch != state.epoch + 1 {
-            return Err(EngineError::Corrupt(format!(
-                "step to epoch {} replayed onto epoch {}",
-                step.epoch, state.epoch
-            )));
-        }
-        let bad_index = step.alpha.iter().any(|&(i, _)| i as usize >= state.alpha.len())
-            || step.v.iter().any(|&(j, _)| j as usize >= state.v.len());
-        if bad_index {
-            return Err(EngineError::Corrupt("step indexes beyond the state".into()));
-        }
-        // First, as it can still refuse the step: nothing else has changed then.
-        match (&mut state.catalyst, step.catalyst) {
-            (Some(outer), Some(inner)) => outer.apply(inner)?,
-            (None, None) => {}
-            _ => return Err(EngineError::Corrupt("an accelerated step replayed onto a plain run, or back".into())),
-        }
-        step.alpha.iter().for_each(|&(i, a)| state.alpha[i as usize] = a);
-        step.v.iter().for_each(|&(j, v)| state.v[j as usize] = v);
-        if let Some(scale_in) = step.scale_in {
-            let reachable =
-                self.config.elastic().is_some_and(|e| e.schedule(self.config.slots()).contains(&scale_in.to));
-            if scale_in.from != state.slots || !reachable {
-                return Err(EngineError::Corrupt(format!(
-                    "a scale-in {} -> {} replayed onto {} slots",
-                    scale_in.from, scale_in.to, state.slots
-                )));
-            }
-            state.slots = scale_in.to;
-            state.scale_ins.push(scale_in);
-        }
-        if let Some(record) = step.record {
-            if record.epoch != step.epoch {
-                return Err(EngineError::Corrupt(format!(
-                    "epoch {}'s step holds epoch {}'s record",
-                    step.epoch, record.epoch
-                )));
-            }
-            state.history.push(record);
-        }
-        state.epoch = step.epoch;
-        state.progress = [step.progress, state.progress[0]];
-        self.sync_kernel();
-        Ok(())
-    }
-
-    /// One epoch: local solves, then the objectives, then (elastic) the scale-in decision.
-    fn next_iter<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Iteration<CocoaStep>, R::Error> {
-        let elastic = self.config.elastic().copied();
-        if elastic.is_some_and(|e| e.clock() == Clock::Wall) && self.clock.is_none() {
-            return Err(EngineError::InvalidParameter {
-                name: "elastic clock",
-                value: 0.0,
-                why: "the wall-clock policy needs a clock (Cocoa::with_clock)",
-            }
-            .into());
-        }
-        let started = self.clock.as_ref().map(|c| c());
+    /// The local solves of an epoch with the exchange of the shared vector: every slot
+    /// solves from `v`, and the master adds their changes into `v` exactly.
+    fn exchange_epoch<R: Runner<CocoaKernel>>(
+        &mut self,
+        runner: &mut R,
+        tolerance: f64,
+    ) -> Result<EpochChanges, R::Error> {
         let epoch = self.state.epoch;
         let v: Vec<f64> = self.state.v.iter().map(|&x| from_fixed128(x)).collect();
         let v = match self.accelerated() {
@@ -345,12 +298,6 @@ impl Algorithm for Cocoa {
             true => Some(self.spread(runner)?),
             false => None,
         };
-        let tolerance = step_tolerance::for_next_epoch(
-            self.config.loss(),
-            self.catalyst.is_some(),
-            (epoch, self.state.progress),
-            self.state.alpha.len(),
-        );
         let request = PhaseRequest {
             phase: CocoaPhase::LocalSolve { epoch, v, spread, tolerance },
             // Sparse: on data with few rows per feature most entries of v change every epoch,
@@ -392,6 +339,131 @@ impl Algorithm for Cocoa {
                 (j, *v)
             })
             .collect();
+        Ok(EpochChanges { alpha: alpha_changes, v: v_changes, w: Vec::new(), progress })
+    }
+
+    /// The local solve of an epoch with one slot ([`solo`]): the slot solves on its own
+    /// model and reports what changed, which the master writes into its state.
+    fn solo_epoch<R: Runner<CocoaKernel>>(&mut self, runner: &mut R, tolerance: f64) -> Result<EpochChanges, R::Error> {
+        let phase = CocoaPhase::SoloSolve { epoch: self.state.epoch, tolerance };
+        let output = runner.run(PhaseRequest { phase, reduction: Reduction::None, mutates: true })?;
+        let [payload] = output.payloads.as_slice() else {
+            return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
+        };
+        let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
+        let alpha = solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
+        Ok(EpochChanges { alpha, v: Vec::new(), w: report.w, progress: report.progress })
+    }
+}
+
+/// What an epoch's local solves changed in the state (a [`CocoaStep`]'s changes).
+struct EpochChanges {
+    alpha: Vec<(u32, f64)>,
+    v: Vec<(u32, i128)>,
+    w: Vec<(u32, f64)>,
+    progress: f64,
+}
+
+impl Algorithm for Cocoa {
+    type Kernel = CocoaKernel;
+    type State = CocoaState;
+    type Step = CocoaStep;
+
+    fn name(&self) -> &'static str {
+        "cocoa"
+    }
+
+    fn kernel(&self) -> &CocoaKernel {
+        &self.kernel
+    }
+
+    fn mirror(&self) -> CocoaMirror {
+        CocoaMirror { alpha: self.state.alpha.clone(), w: self.state.w.clone() }
+    }
+
+    fn state(&self) -> &CocoaState {
+        &self.state
+    }
+
+    fn set_state(&mut self, state: CocoaState) {
+        self.state = state;
+        self.sync_kernel();
+    }
+
+    fn replay(&mut self, step: CocoaStep) -> Result<(), EngineError> {
+        let state = &mut self.state;
+        if step.epoch != state.epoch + 1 {
+            return Err(EngineError::Corrupt(format!(
+                "step to epoch {} replayed onto epoch {}",
+                step.epoch, state.epoch
+            )));
+        }
+        let bad_index = step.alpha.iter().any(|&(i, _)| i as usize >= state.alpha.len())
+            || step.v.iter().any(|&(j, _)| j as usize >= state.v.len())
+            || step.w.iter().any(|&(j, _)| j as usize >= state.w.len());
+        if bad_index {
+            return Err(EngineError::Corrupt("step indexes beyond the state".into()));
+        }
+        // First, as it can still refuse the step: nothing else has changed then.
+        match (&mut state.catalyst, step.catalyst) {
+            (Some(outer), Some(inner)) => outer.apply(inner)?,
+            (None, None) => {}
+            _ => return Err(EngineError::Corrupt("an accelerated step replayed onto a plain run, or back".into())),
+        }
+        step.alpha.iter().for_each(|&(i, a)| state.alpha[i as usize] = a);
+        step.v.iter().for_each(|&(j, v)| state.v[j as usize] = v);
+        step.w.iter().for_each(|&(j, w)| state.w[j as usize] = w);
+        if let Some(scale_in) = step.scale_in {
+            let reachable =
+                self.config.elastic().is_some_and(|e| e.schedule(self.config.slots()).contains(&scale_in.to));
+            if scale_in.from != state.slots || !reachable {
+                return Err(EngineError::Corrupt(format!(
+                    "a scale-in {} -> {} replayed onto {} slots",
+                    scale_in.from, scale_in.to, state.slots
+                )));
+            }
+            state.slots = scale_in.to;
+            state.scale_ins.push(scale_in);
+        }
+        if let Some(record) = step.record {
+            if record.epoch != step.epoch {
+                return Err(EngineError::Corrupt(format!(
+                    "epoch {}'s step holds epoch {}'s record",
+                    step.epoch, record.epoch
+                )));
+            }
+            state.history.push(record);
+        }
+        state.epoch = step.epoch;
+        state.progress = [step.progress, state.progress[0]];
+        self.sync_kernel();
+        Ok(())
+    }
+
+    /// One epoch: local solves, then the objectives, then (elastic) the scale-in decision.
+    fn next_iter<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Iteration<CocoaStep>, R::Error> {
+        let elastic = self.config.elastic().copied();
+        if elastic.is_some_and(|e| e.clock() == Clock::Wall) && self.clock.is_none() {
+            return Err(EngineError::InvalidParameter {
+                name: "elastic clock",
+                value: 0.0,
+                why: "the wall-clock policy needs a clock (Cocoa::with_clock)",
+            }
+            .into());
+        }
+        let started = self.clock.as_ref().map(|c| c());
+        let epoch = self.state.epoch;
+        let tolerance = step_tolerance::for_next_epoch(
+            self.config.loss(),
+            self.catalyst.is_some(),
+            (epoch, self.state.progress),
+            self.state.alpha.len(),
+        );
+        let changes = match self.solo() {
+            true => self.solo_epoch(runner, tolerance)?,
+            false => self.exchange_epoch(runner, tolerance)?,
+        };
+        let EpochChanges { alpha: alpha_changes, v: v_changes, w: w_changes, progress } = changes;
         let evaluate = schedule::evaluate_now(
             self.config.gap_schedule(),
             self.config.gap_tolerance(),
@@ -439,6 +511,7 @@ impl Algorithm for Cocoa {
             epoch: epoch + 1,
             alpha: alpha_changes,
             v: v_changes,
+            w: w_changes,
             record,
             scale_in,
             catalyst: catalyst_step,

@@ -122,25 +122,65 @@ fn solve_loop(
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
 ) -> LocalSolve {
-    let Subproblem { loss, lambda, sigma, tolerance } = problem;
+    let Subproblem { lambda, sigma, .. } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
+    let progress = sweep(problem, rows, alpha, &mut model, orders, exp);
+    let u = change_of_v(rows, v, lambda, &model, |_| scale);
+    LocalSolve { u, progress }
+}
+
+/// The SDCA steps of a scalar-`sigma'` solve on the local model `model` (`(v + sigma' u) /
+/// lambda` over the slot's local features), both updated in place; returns the progress
+/// statistic ([`LocalSolve::progress`]).
+#[inline(always)]
+fn sweep(
+    problem: Subproblem,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    model: &mut [f64],
+    orders: &[&[u32]],
+    exp: impl Fn(f64) -> f64 + Copy,
+) -> f64 {
+    let Subproblem { loss, lambda, sigma, tolerance } = problem;
+    let scale = sigma / lambda;
     let mut progress = 0.0;
     for order in orders {
         for &i in *order {
             let i = i as usize;
-            let m = rows.dot(i, &model);
+            let m = rows.dot(i, model);
             let q = scale * rows.norms[i];
             let step = loss.sdca_step_with(rows.targets[i], alpha[i], m, q, tolerance, exp);
             if step.delta != 0.0 {
                 alpha[i] = step.alpha;
                 progress += q * step.delta * step.delta;
-                rows.add_to(i, scale * step.delta, &mut model);
+                rows.add_to(i, scale * step.delta, model);
             }
         }
     }
-    let u = change_of_v(rows, v, lambda, &model, |_| scale);
-    LocalSolve { u, progress: progress / 2.0 }
+    progress / 2.0
+}
+
+/// SDCA on a lone slot's own model (one slot: `model` is `w` over the slot's local features,
+/// kept by the slot from epoch to epoch; [`super::solo`]): the steps of [`local_solve`]
+/// applied to `model` and `alpha` in place, with nothing read from or returned for a
+/// shared vector. Returns the progress statistic ([`LocalSolve::progress`]).
+pub fn solo_solve<'o>(
+    problem: Subproblem,
+    rows: &SlotRows,
+    alpha: &mut [f64],
+    model: &mut [f64],
+    orders: impl IntoIterator<Item = &'o [u32]>,
+) -> f64 {
+    let orders: Vec<&[u32]> = orders.into_iter().collect();
+    let orders = orders.as_slice();
+    fma::dispatch! {
+        if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline;
+        fn(problem: Subproblem, rows: &SlotRows, alpha: &mut [f64], model: &mut [f64], orders: &[&[u32]]) -> f64 {
+            sweep(problem, rows, alpha, model, orders, exp_inline)
+        }
+        else { sweep(problem, rows, alpha, model, orders, f64::exp) }
+    }
 }
 
 /// The slot's change of `v`, `u = X_k' delta_alpha`, read off the local model at the end of
@@ -223,7 +263,11 @@ pub struct ObjectiveTerms {
 /// Logistic loss runs a copy with `exp` inlined where allowed, as [`local_solve`] does.
 pub fn objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], w: &[f64]) -> ObjectiveTerms {
     let local: Vec<f64> = rows.globals.iter().map(|&j| w[j as usize]).collect();
-    let local = local.as_slice();
+    local_objective_terms(loss, rows, alpha, &local)
+}
+
+/// [`objective_terms`] at a model over the slot's local features (a lone slot's own model).
+pub fn local_objective_terms(loss: Loss, rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {
     let terms = fma::dispatch! {
         if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
         fn(rows: &SlotRows, alpha: &[f64], local: &[f64]) -> ObjectiveTerms {

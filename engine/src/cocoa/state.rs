@@ -10,8 +10,12 @@ use serde::{Deserialize, Serialize};
 pub struct CocoaState {
     /// Epochs completed.
     pub epoch: u32,
-    /// The shared vector `v = X'alpha`, as exact fixed-point sums (2^-64), per feature.
+    /// The shared vector `v = X'alpha`, as exact fixed-point sums (2^-64), per feature;
+    /// empty while the run has one slot (then `w` holds the model).
     pub v: Vec<i128>,
+    /// With one slot, not accelerated ([`super::solo`]): the model `w`, per feature, bit for
+    /// bit as the lone slot holds it; empty with more slots (then `w = v / lambda`).
+    pub w: Vec<f64>,
     /// Every row's dual variable, in global row order.
     pub alpha: Vec<f64>,
     /// Primal, dual and gap after each epoch whose gap was computed ([`super::schedule`]),
@@ -73,6 +77,9 @@ pub struct CocoaStep {
     pub alpha: Vec<(u32, f64)>,
     /// `(feature, new exact value)` for every entry of `v` that changed.
     pub v: Vec<(u32, i128)>,
+    /// `(feature, new value)` for every entry of a lone slot's model `w` that changed
+    /// ([`CocoaState::w`]).
+    pub w: Vec<(u32, f64)>,
     /// The epoch's objectives, when its gap was computed.
     pub record: Option<EpochRecord>,
     /// The scale-in decided after this epoch, if any.

@@ -15,7 +15,7 @@ pub(super) fn problem(loss: Loss, seed: u64) -> Problem {
     crate::synthetic::problem(loss, seed, ROWS, SHARD)
 }
 
-fn config(loss: Loss, l2: f64, slots: u32, passes: u32, epochs: u32, gap: f64) -> CocoaConfig {
+pub(super) fn config(loss: Loss, l2: f64, slots: u32, passes: u32, epochs: u32, gap: f64) -> CocoaConfig {
     CocoaConfig::new(loss, l2, slots, passes, epochs, gap, 11).unwrap()
 }
 
@@ -232,7 +232,7 @@ fn slots_rebuilt_from_committed_duals_give_identical_runs() {
             let state = state.unwrap();
             let handed = kernel.decode_state(slot, &kernel.encode_state(state), &problem.grid).unwrap();
             assert_eq!(handed.alpha, state.alpha);
-            assert_eq!(handed.alpha, kernel.unit_base(&cocoa.mirror(), slot));
+            assert_eq!(handed.alpha, kernel.unit_base(&cocoa.mirror(), slot).alpha);
         }
         assert!(kernel.decode_state(0, &encode(&vec![0.0f64; 5]), &problem.grid).is_err(), "wrong length accepted");
         assert!(kernel.decode_state(0, &[0xff, 0xff], &problem.grid).is_err(), "garbage accepted");
@@ -273,7 +273,7 @@ fn more_slots_need_more_epochs() {
     assert!(epochs[0] <= epochs[1] && epochs[1] <= epochs[2], "epochs to 1e-8 for K=1,2,4: {epochs:?}");
 }
 
-fn elastic(loss: Loss, l2: f64, slots: u32, min: u32, epochs: u32, gap: f64) -> CocoaConfig {
+pub(super) fn elastic(loss: Loss, l2: f64, slots: u32, min: u32, epochs: u32, gap: f64) -> CocoaConfig {
     config(loss, l2, slots, 1, epochs, gap).with_elastic(ElasticConfig::chicle(min, Clock::Epochs).unwrap()).unwrap()
 }
 
