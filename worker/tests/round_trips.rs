@@ -10,6 +10,7 @@
 use linea_engine::algorithm::{decode, encode};
 use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
 use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
+use linea_engine::scd::kernel::BlockWeights;
 use linea_engine::scd::{ScdState, ScdStep};
 use linea_engine::{CellValues, Loss};
 use linea_worker::gridload;
@@ -146,7 +147,8 @@ proptest! {
         slots in any::<u32>(),
         version in any::<u64>(),
     ) {
-        let scd = ScdState { theta: theta.clone(), epoch, objectives: alpha.clone(), history: vec![theta.clone()], position };
+        let blocks: Vec<BlockWeights> = theta.iter().cloned().map(BlockWeights::from).collect();
+        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
         let progress = [alpha.last().copied().unwrap_or(0.5), 1.5];
         let cocoa = CocoaState {
@@ -175,7 +177,7 @@ proptest! {
         let accelerated = CocoaState { catalyst: Some(outer.clone()), ..cocoa.clone() };
         let accelerated_step =
             CocoaStep { catalyst: Some(CatalystStep { record: inner, best_w: None, next: None }), ..cocoa_step.clone() };
-        let scd_step = ScdStep::Block { epoch, position, objectives: alpha, block: 3, theta: theta.concat() };
+        let scd_step = ScdStep::Block { epoch, position, objectives: alpha, block: 3, theta: theta.concat().into() };
         check_object(&scd, version)?;
         check_object(&ScdStep::Epoch(scd.clone()), version)?;
         check_object(&scd_step, version)?;
