@@ -91,7 +91,7 @@ pub struct Watch {
     /// Each process's largest `VmHWM` seen: their sum is an upper bound of the peak of the
     /// sum (the processes' peaks need not coincide).
     hwm_kb: HashMap<u32, u64>,
-    /// Each process's [`describe`], read when it is first seen.
+    /// Each process's [`describe`], as last seen.
     names: HashMap<u32, String>,
     /// The most processes seen at once.
     pub most_processes: usize,
@@ -110,10 +110,10 @@ impl Watch {
             rss_kb += usage.rss_kb;
             let hwm = self.hwm_kb.entry(pid).or_default();
             *hwm = (*hwm).max(usage.hwm_kb);
-            // Read again until it has one: a child seen before its exec has an empty name.
-            let name = self.names.entry(pid).or_default();
-            if name.is_empty() {
-                *name = fs::read(format!("/proc/{pid}/cmdline")).map(|c| describe(&c)).unwrap_or_default();
+            // Read at every sample: a child seen between its fork and its exec still has its
+            // parent's command line.
+            if let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) {
+                self.names.insert(pid, describe(&cmdline));
             }
             pids.push(pid);
         }
