@@ -42,7 +42,9 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 capped=(--cap-mb "$cap_mb")
 [ "$cap_mb" = 0 ] && capped=()
 
-build_release
+# LINEA_BENCH_SKIP_BUILD=1: the release binaries are known to be this commit's already (a
+# workspace build of the tests may take half an hour on a loaded machine).
+[ "${LINEA_BENCH_SKIP_BUILD:-0}" = 1 ] || build_release
 venv=$(bash "$LINEA_ROOT/bench/peers/setup.sh")
 mkdir -p "$work"
 echo "== $(date -u +%T) statistics, load $(load)"
