@@ -10,8 +10,10 @@
 #       (default 1,000,000 rows, 16 MiB, 2 crosses, a cap of 256 MiB; CAP_MB 0: no cap)
 #
 # A small version runs in minutes: `bench/beyond-memory.sh 100000 4 2 128`. With 8 crosses
-# the feature count grows about as fast as the rows and linea's memory with it (~280 bytes
-# per feature, docs/benchmarks.md): at 1M rows it needs more than LIBLINEAR. Prints the
+# the feature count grows about as fast as the rows, and linea's memory with it: ~112 bytes
+# per feature for master and worker together (344 before branch mem20d; docs/benchmarks.md,
+# "Bytes per feature"), so at 1M rows (2.1M features) it needs 387 MiB against LIBLINEAR's
+# 659 MiB of feature_nodes: `bench/beyond-memory.sh 1000000 16 8 512`. Prints the
 # generated rows' column statistics against the sample's, the grid's size, the memory
 # LIBLINEAR needs (16 bytes per feature_node: each non-zero, the bias and the row's
 # terminator), then
