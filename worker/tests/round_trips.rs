@@ -76,10 +76,11 @@ proptest! {
         let mut found: BTreeMap<(usize, u32), u64> = BTreeMap::new();
         let mut bias_rows = 0;
         for (block, entry) in manifest.blocks.iter().enumerate() {
+            let dictionary = loaded.layout.dictionary(storage, block).unwrap();
             for (shard, cell) in loaded.grid.cells[block].iter().enumerate() {
                 for k in 0..cell.nnz() {
                     let row = shard * manifest.rows_per_shard + cell.rows[k] as usize;
-                    let key = &loaded.layout.dictionaries[block][cell.feature_ids[cell.local[k] as usize] as usize].key;
+                    let key = &dictionary[cell.feature_ids[cell.local[k] as usize] as usize].key;
                     let value = match &cell.values { CellValues::Ones => 1.0, CellValues::Real(v) => v[k] };
                     if entry.variable == linea_worker::prepare::BIAS {
                         prop_assert_eq!(value, 1.0);
