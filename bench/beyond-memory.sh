@@ -10,8 +10,10 @@
 #       (default 1,000,000 rows, 16 MiB, 2 crosses, a cap of 256 MiB; CAP_MB 0: no cap)
 #
 # A small version runs in minutes: `bench/beyond-memory.sh 100000 4 2 128`. With 8 crosses
-# the feature count grows about as fast as the rows and linea's memory with it (~280 bytes
-# per feature, docs/benchmarks.md): at 1M rows it needs more than LIBLINEAR. Prints the
+# the feature count grows about as fast as the rows, and linea's memory with it: ~112 bytes
+# per feature for master and worker together (344 before branch mem20d; docs/benchmarks.md,
+# "Bytes per feature"), so at 1M rows (2.1M features) it needs 387 MiB against LIBLINEAR's
+# 659 MiB of feature_nodes: `bench/beyond-memory.sh 1000000 16 8 512`. Prints the
 # generated rows' column statistics against the sample's, the grid's size, the memory
 # LIBLINEAR needs (16 bytes per feature_node: each non-zero, the bias and the row's
 # terminator), then
@@ -34,12 +36,17 @@ work="${LINEA_BENCH_WORK:-$LINEA_CACHE/bench/criteo-gen-$rows-x$crosses}"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 peers="${LINEA_BENCH_PEERS:-liblinear,snapml,vw}"
 lbfgs_epochs="${LINEA_BENCH_LBFGS_EPOCHS:-1000}"
+# SCD's own stop; its times to 1e-4 and 1e-6 of f* need only that it passes 1e-6.
+scd_epochs="${LINEA_BENCH_SCD_EPOCHS:-400}"
+scd_tolerance="${LINEA_BENCH_SCD_TOLERANCE:-1e-13}"
 bin="$CARGO_TARGET_DIR/release"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 capped=(--cap-mb "$cap_mb")
 [ "$cap_mb" = 0 ] && capped=()
 
-build_release
+# LINEA_BENCH_SKIP_BUILD=1: the release binaries are known to be this commit's already (a
+# workspace build of the tests may take half an hour on a loaded machine).
+[ "${LINEA_BENCH_SKIP_BUILD:-0}" = 1 ] || build_release
 venv=$(bash "$LINEA_ROOT/bench/peers/setup.sh")
 mkdir -p "$work"
 echo "== $(date -u +%T) statistics, load $(load)"
@@ -87,7 +94,7 @@ linea() {
     echo "   load after $(load)"
 }
 
-linea scd capped scd --epochs 400 --tolerance 1e-13
+linea scd capped scd --epochs "$scd_epochs" --tolerance "$scd_tolerance"
 linea cocoa uncapped cocoa --epochs 400 --gap-tolerance 1e-10
 linea lbfgs uncapped lbfgs --epochs "$lbfgs_epochs" --tolerance 0 --gradient-tolerance 1e-12
 last() { awk -F, -v c="$2" 'FNR > 1 && $c != "" {v = $c} END {printf "%.17g", v}' "$work/$1.csv"; }

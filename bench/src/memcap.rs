@@ -30,6 +30,21 @@ pub fn parse_status(text: &str) -> Option<Usage> {
     Some(Usage { rss_kb: field("VmRSS:")?, hwm_kb: field("VmHWM:")? })
 }
 
+/// A process's name for the report: its program's file name and, for a program with
+/// subcommands (`linea train`, `linea worker`), the first argument, from the NUL-separated
+/// text of `/proc/PID/cmdline`.
+pub fn describe(cmdline: &[u8]) -> String {
+    let mut args = cmdline.split(|&b| b == 0).map(String::from_utf8_lossy);
+    let program = args.next().unwrap_or_default();
+    let program = program.rsplit('/').next().unwrap_or_default().to_string();
+    match args.next() {
+        Some(first) if !first.is_empty() && !first.starts_with('-') && !first.contains('/') => {
+            format!("{program} {first}")
+        }
+        _ => program,
+    }
+}
+
 /// The parent of a process from the text of `/proc/PID/stat` (its fourth field; the
 /// second, the command name in parentheses, may hold spaces and parentheses itself).
 pub fn parse_ppid(stat: &str) -> Option<u32> {
@@ -76,6 +91,8 @@ pub struct Watch {
     /// Each process's largest `VmHWM` seen: their sum is an upper bound of the peak of the
     /// sum (the processes' peaks need not coincide).
     hwm_kb: HashMap<u32, u64>,
+    /// Each process's [`describe`], as last seen.
+    names: HashMap<u32, String>,
     /// The most processes seen at once.
     pub most_processes: usize,
 }
@@ -93,6 +110,11 @@ impl Watch {
             rss_kb += usage.rss_kb;
             let hwm = self.hwm_kb.entry(pid).or_default();
             *hwm = (*hwm).max(usage.hwm_kb);
+            // Read at every sample: a child seen between its fork and its exec still has its
+            // parent's command line.
+            if let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) {
+                self.names.insert(pid, describe(&cmdline));
+            }
             pids.push(pid);
         }
         self.peak_sum_kb = self.peak_sum_kb.max(rss_kb);
@@ -103,6 +125,14 @@ impl Watch {
     /// The sum over every process seen of its largest `VmHWM`, KiB.
     pub fn sum_of_hwm_kb(&self) -> u64 {
         self.hwm_kb.values().sum()
+    }
+
+    /// Each process's largest `VmHWM` (KiB) with its [`describe`], in the order of their
+    /// process ids (a parent before the children it started, pids not having wrapped).
+    pub fn each_hwm_kb(&self) -> Vec<(String, u64)> {
+        let mut pids: Vec<u32> = self.hwm_kb.keys().copied().collect();
+        pids.sort_unstable();
+        pids.iter().map(|pid| (self.names.get(pid).cloned().unwrap_or_default(), self.hwm_kb[pid])).collect()
     }
 
     /// How many processes were seen in all.

@@ -4,7 +4,7 @@
 //! alone and go above it together. They block on their standard input (kept open here), so
 //! the only way the command ends is memcap's kill: no sleeps, no timing.
 
-use linea_bench::memcap::{Usage, parse_ppid, parse_status, tree};
+use linea_bench::memcap::{Usage, describe, parse_ppid, parse_status, tree};
 use std::io::Read;
 use std::process::{Command, Stdio};
 
@@ -43,6 +43,8 @@ fn the_sum_over_the_tree_goes_above_a_cap_each_process_stays_below() {
     assert!(figure(&report, "peak sum of VmRSS") > 75.0, "{report}");
     // Each process's high-water mark is at least what it held at the sample that saw the sum.
     assert!(figure(&report, "sum of VmHWM") >= figure(&report, "peak sum of VmRSS"), "{report}");
+    // And each process's peak, named: the outer shell and its subshells.
+    assert!(report.matches(" MiB (sh)").count() >= 4, "{report}");
 }
 
 #[test]
@@ -75,4 +77,13 @@ fn tree_takes_descendants_only() {
     assert_eq!(members[0], 10);
     members.sort();
     assert_eq!(members, vec![10, 11, 12, 13]);
+}
+
+#[test]
+fn a_process_is_named_by_its_program_and_subcommand() {
+    assert_eq!(describe(b"/work/target/release/linea\0worker\0--master\0http://x\0"), "linea worker");
+    assert_eq!(describe(b"linea\0train\0--data\0g\0"), "linea train");
+    assert_eq!(describe(b"liblinear-train\0-s\x007\0/tmp/gen.svm\0"), "liblinear-train");
+    assert_eq!(describe(b"python\0/work/bench/peers/snapml_libsvm.py\0"), "python");
+    assert_eq!(describe(b""), "");
 }

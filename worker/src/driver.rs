@@ -281,8 +281,7 @@ pub fn finish<A: Algorithm>(
         .into_iter()
         .map(|p| EpochPoint { objective: scale.unscale_objective(p.objective), gap: p.gap.map(unscale_gap), ..p })
         .collect();
-    let weights: Vec<Vec<f64>> =
-        algorithm.weights().iter().map(|b| b.iter().map(|&w| scale.unscale_weight(w)).collect()).collect();
+    let weights = algorithm.weights();
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
         algorithm: algorithm.name().to_string(),
@@ -302,7 +301,8 @@ pub fn finish<A: Algorithm>(
             chosen_by: options.chosen_by.clone(),
         },
     };
-    let model_bytes = render_model(&header, layout, &weights);
+    let storage = storage::open(&options.data)?;
+    let model_bytes = render_model(&header, layout, storage.as_ref(), &weights, |w| scale.unscale_weight(w))?;
     storage::write_file(&options.model, &model_bytes)?;
     if let Some(path) = &options.trace {
         let mut csv = String::from("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n");
@@ -339,12 +339,23 @@ pub fn finish<A: Algorithm>(
     })
 }
 
-/// Model lines in grid order: blocks as the manifest lists them, features by dictionary.
-fn render_model(header: &ModelHeader, layout: &Layout, theta: &[Vec<f64>]) -> Vec<u8> {
-    let entries = layout.manifest.blocks.iter().zip(&layout.dictionaries).zip(theta).flat_map(
-        |((block, dictionary), weights)| {
-            dictionary.iter().zip(weights).map(move |(entry, &w)| (block.variable.as_str(), entry.key.as_str(), w))
-        },
-    );
-    Model::render(header, entries)
+/// Model lines in grid order: blocks as the manifest lists them, features by dictionary,
+/// each block's dictionary read from the grid only for its lines (training never holds
+/// them: docs/benchmarks.md, "Bytes per feature"). `unscale` maps a training weight to
+/// the model's.
+fn render_model(
+    header: &ModelHeader,
+    layout: &Layout,
+    storage: &dyn storage::Storage,
+    theta: &[Vec<f64>],
+    unscale: impl Fn(f64) -> f64,
+) -> Result<Vec<u8>> {
+    let mut out = Model::render_header(header);
+    for (index, (block, weights)) in layout.manifest.blocks.iter().zip(theta).enumerate() {
+        let dictionary = layout.dictionary(storage, index)?;
+        let entries =
+            dictionary.iter().zip(weights).map(|(e, &w)| (block.variable.as_str(), e.key.as_str(), unscale(w)));
+        Model::render_entries(&mut out, entries);
+    }
+    Ok(out)
 }

@@ -60,11 +60,12 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
         let theta: Vec<Vec<f64>> = manifest
             .blocks
             .iter()
-            .zip(&loaded.layout.dictionaries)
-            .map(|(block, dictionary)| {
-                dictionary.iter().map(|e| scale.scale(model.weight(&block.variable, &e.key))).collect()
+            .enumerate()
+            .map(|(index, block)| {
+                let dictionary = loaded.layout.dictionary(storage.as_ref(), index)?;
+                Ok(dictionary.iter().map(|e| scale.scale(model.weight(&block.variable, &e.key))).collect())
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let bound = PredictionRange::for_terms(manifest.ranges.map_or(1, |r| r.row_nnz_max));
         for (weights, shape) in theta.iter().zip(&loaded.layout.shapes) {
             bound.check(weights, &shape.max_abs)?;
@@ -73,7 +74,10 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
         // exactly, so the objective on the training grid is the training objective.
         let kernel = ScdKernel { loss, shards: loaded.grid.targets.len() };
         let mut runner = LocalRunner::new(kernel, &loaded.grid, rayon::current_num_threads());
-        runner.restore_all(&ScdParameters { theta, snapshots: Vec::new() })?;
+        runner.restore_all(&ScdParameters {
+            theta: theta.into_iter().map(Into::into).collect(),
+            snapshots: Vec::new(),
+        })?;
         let request = PhaseRequest { phase: ScdPhase::Loss, reduction: Reduction::Sum { len: 1 }, mutates: false };
         let loss_sum = scale.unscale_objective(from_fixed128(runner.run(request)?.sums.sums[0]));
         let unscale = |v: f64| scale.unscale_weight(v);

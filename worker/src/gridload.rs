@@ -11,10 +11,12 @@ use linea_engine::grid::{BlockShape, Cell};
 use linea_engine::{EngineError, Loss};
 use rayon::prelude::*;
 
-/// What a grid holds without its cells: enough to run the algorithm and write the model.
+/// What a grid holds without its cells: enough to run the algorithm. The dictionaries
+/// (a key string per feature, ~50 bytes per feature in memory) are not kept: training
+/// needs only each feature's max |x| (in `shapes`); the model's keys are read block by
+/// block when it is written ([`Layout::dictionary`]).
 pub struct Layout {
     pub manifest: Manifest,
-    pub dictionaries: Vec<Vec<DictionaryEntry>>,
     pub shapes: Vec<BlockShape>,
 }
 
@@ -42,27 +44,36 @@ impl Layout {
                 ),
             ));
         }
-        let dictionaries = manifest
-            .blocks
-            .par_iter()
-            .map(|b| {
-                let limit = codec::dictionary_limit(b.features as u64);
-                codec::decode_dictionary(&b.dictionary.read(storage)?, limit)
-                    .map_err(engine_error(storage, &b.dictionary))
+        let shapes = (0..manifest.blocks.len())
+            .into_par_iter()
+            .map(|block| {
+                let b = &manifest.blocks[block];
+                let dictionary = read_dictionary(storage, &manifest, block)?;
+                Ok(BlockShape {
+                    features: b.features,
+                    pure: b.pure,
+                    max_abs: dictionary.iter().map(|e| e.max_abs).collect(),
+                })
             })
             .collect::<Result<Vec<_>>>()?;
-        let shapes = manifest
-            .blocks
-            .iter()
-            .zip(&dictionaries)
-            .map(|(b, d)| BlockShape {
-                features: b.features,
-                pure: b.pure,
-                max_abs: d.iter().map(|e| e.max_abs).collect(),
-            })
-            .collect();
-        Ok(Layout { manifest, dictionaries, shapes })
+        Ok(Layout { manifest, shapes })
     }
+
+    /// Block `block`'s dictionary (its features' keys, in the block's order), read again.
+    pub fn dictionary(&self, storage: &dyn Storage, block: usize) -> Result<Vec<DictionaryEntry>> {
+        read_dictionary(storage, &self.manifest, block)
+    }
+}
+
+fn read_dictionary(storage: &dyn Storage, manifest: &Manifest, block: usize) -> Result<Vec<DictionaryEntry>> {
+    let b = &manifest.blocks[block];
+    let limit = codec::dictionary_limit(b.features as u64);
+    let dictionary =
+        codec::decode_dictionary(&b.dictionary.read(storage)?, limit).map_err(engine_error(storage, &b.dictionary))?;
+    if dictionary.len() != b.features {
+        return Err(LineaError::data(storage.describe(&b.dictionary.key), "feature count differs from the manifest"));
+    }
+    Ok(dictionary)
 }
 
 /// The targets of one row shard, in the grid's [`Manifest::target_scale`]; a label the loss

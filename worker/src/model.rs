@@ -60,13 +60,25 @@ impl Model {
 
     /// Renders the file. `entries` are (variable, key, weight) in grid order.
     pub fn render<'a>(header: &ModelHeader, entries: impl Iterator<Item = (&'a str, &'a str, f64)>) -> Vec<u8> {
+        let mut out = Self::render_header(header);
+        Self::render_entries(&mut out, entries);
+        out
+    }
+
+    /// The header line: a file is this, then [`Model::render_entries`] of each block in grid
+    /// order (so a writer needs one block's dictionary at a time).
+    pub fn render_header(header: &ModelHeader) -> Vec<u8> {
         let mut out = serde_json::to_vec(header).expect("header serializes");
         out.push(b'\n');
+        out
+    }
+
+    /// Appends a line per non-zero weight.
+    pub fn render_entries<'a>(out: &mut Vec<u8>, entries: impl Iterator<Item = (&'a str, &'a str, f64)>) {
         for (variable, key, weight) in entries.filter(|e| e.2 != 0.0) {
-            serde_json::to_writer(&mut out, &(variable, key, weight)).expect("entry serializes");
+            serde_json::to_writer(&mut *out, &(variable, key, weight)).expect("entry serializes");
             out.push(b'\n');
         }
-        out
     }
 
     pub fn parse(bytes: &[u8], file: &str) -> Result<Model> {

@@ -92,7 +92,7 @@ fn high_dimensional_sets_reach_a_stationary_point() {
     for (path, format) in [("rcv1-small/rcv1_small.vw", Format::Vw), ("criteo-sample/train.tsv", Format::Criteo)] {
         let (_dir, loaded) = prepare(&data(path), spec(format), 16384, Loss::Logistic);
         let scd = train(&loaded, config(&loaded, Loss::Logistic, 1.0, 1e-13));
-        let w: Vec<f64> = scd.state.theta.concat();
+        let w: Vec<f64> = scd.state.theta.iter().flat_map(|b| b.iter().copied()).collect();
         let norm = gradient_norm(Loss::Logistic, &rows(&loaded), &targets(&loaded), &w, 1.0);
         let start = gradient_norm(Loss::Logistic, &rows(&loaded), &targets(&loaded), &vec![0.0; w.len()], 1.0);
         assert!(norm <= 1e-5 * start, "{path}: |gradient| {norm} (at 0: {start})");
@@ -105,7 +105,7 @@ fn a9a_with_l1_satisfies_the_optimality_conditions_and_is_sparse() {
     let (_dir, loaded) = prepare(&data("a9a/a9a.train.libsvm"), spec(Format::Libsvm), 8192, Loss::Logistic);
     let mut config = config(&loaded, Loss::Logistic, l2, 1e-13);
     config.reg = linea_engine::objective::Regularization::new(l2, l1).unwrap();
-    let w: Vec<f64> = train(&loaded, config).state.theta.concat();
+    let w: Vec<f64> = train(&loaded, config).state.theta.iter().flat_map(|b| b.iter().copied()).collect();
     let (rows, targets) = (rows(&loaded), targets(&loaded));
     // The smooth part's gradient, from the rows directly.
     let mut gradient: Vec<f64> = w.iter().map(|&x| 2.0 * l2 * x).collect();

@@ -10,6 +10,7 @@
 use linea_engine::algorithm::{decode, encode};
 use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
 use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
+use linea_engine::scd::kernel::BlockWeights;
 use linea_engine::scd::{ScdState, ScdStep};
 use linea_engine::{CellValues, Loss};
 use linea_worker::gridload;
@@ -75,10 +76,11 @@ proptest! {
         let mut found: BTreeMap<(usize, u32), u64> = BTreeMap::new();
         let mut bias_rows = 0;
         for (block, entry) in manifest.blocks.iter().enumerate() {
+            let dictionary = loaded.layout.dictionary(storage, block).unwrap();
             for (shard, cell) in loaded.grid.cells[block].iter().enumerate() {
                 for k in 0..cell.nnz() {
                     let row = shard * manifest.rows_per_shard + cell.rows[k] as usize;
-                    let key = &loaded.layout.dictionaries[block][cell.feature_ids[cell.local[k] as usize] as usize].key;
+                    let key = &dictionary[cell.feature_ids[cell.local[k] as usize] as usize].key;
                     let value = match &cell.values { CellValues::Ones => 1.0, CellValues::Real(v) => v[k] };
                     if entry.variable == linea_worker::prepare::BIAS {
                         prop_assert_eq!(value, 1.0);
@@ -146,7 +148,8 @@ proptest! {
         slots in any::<u32>(),
         version in any::<u64>(),
     ) {
-        let scd = ScdState { theta: theta.clone(), epoch, objectives: alpha.clone(), history: vec![theta.clone()], position };
+        let blocks: Vec<BlockWeights> = theta.iter().cloned().map(BlockWeights::from).collect();
+        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
         let progress = [alpha.last().copied().unwrap_or(0.5), 1.5];
         let cocoa = CocoaState {
@@ -177,7 +180,7 @@ proptest! {
         let accelerated = CocoaState { catalyst: Some(outer.clone()), ..cocoa.clone() };
         let accelerated_step =
             CocoaStep { catalyst: Some(CatalystStep { record: inner, best_w: None, next: None }), ..cocoa_step.clone() };
-        let scd_step = ScdStep::Block { epoch, position, objectives: alpha, block: 3, theta: theta.concat() };
+        let scd_step = ScdStep::Block { epoch, position, objectives: alpha, block: 3, theta: theta.concat().into() };
         check_object(&scd, version)?;
         check_object(&ScdStep::Epoch(scd.clone()), version)?;
         check_object(&scd_step, version)?;

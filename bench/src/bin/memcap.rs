@@ -8,7 +8,9 @@
 //! Samples every MS (default 20) milliseconds. At the end prints one line to stderr:
 //! `memcap NAME: exit E, S s, peak sum of VmRSS X MiB (lower bound), sum of VmHWM Y MiB
 //! (upper bound), P processes`, and when the cap was hit, `killed above the cap of C MiB
-//! (the tree held Z MiB at T s): a simulated out-of-memory kill`. Exits with the command's
+//! (the tree held Z MiB at T s): a simulated out-of-memory kill`, then `; VmHWM each: A MiB
+//! (linea train), B MiB (linea worker)` (each process's peak, named by its program and
+//! subcommand). Exits with the command's
 //! code, 128 + its signal, or 137 when the cap killed it.
 
 use linea_bench::memcap::{Watch, kill_all};
@@ -96,7 +98,7 @@ fn main() -> ExitCode {
         None => 1,
     };
     eprintln!(
-        "memcap {}: exit {code}, {:.1} s, peak sum of VmRSS {:.1} MiB (lower bound), sum of VmHWM {:.1} MiB (upper bound), {} processes{}",
+        "memcap {}: exit {code}, {:.1} s, peak sum of VmRSS {:.1} MiB (lower bound), sum of VmHWM {:.1} MiB (upper bound), {} processes{}; VmHWM each: {}",
         args.name,
         start.elapsed().as_secs_f64(),
         mib(watch.peak_sum_kb),
@@ -110,7 +112,13 @@ fn main() -> ExitCode {
             ),
             (None, Some(cap)) => format!("; within the cap of {cap} MiB"),
             _ => String::new(),
-        }
+        },
+        watch
+            .each_hwm_kb()
+            .iter()
+            .map(|(name, kb)| format!("{:.1} MiB ({name})", mib(*kb)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

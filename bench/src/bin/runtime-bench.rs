@@ -381,7 +381,7 @@ fn session<R>(
 ) -> (R, linea_worker::runtime::scheduler::Counters) {
     let secret = JobSecret::generate();
     let kernel = ScdKernel { loss: Loss::Logistic, shards };
-    let mirror = ScdParameters { theta: vec![vec![0.0; features]], snapshots: Vec::new() };
+    let mirror = ScdParameters { theta: vec![vec![0.0; features].into()], snapshots: Vec::new() };
     let job = Job {
         data: "simulated".into(),
         algorithm: "scd",

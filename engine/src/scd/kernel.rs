@@ -8,6 +8,40 @@ use crate::grid::Cell;
 use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
 use std::ops::Deref;
+use std::sync::Arc;
+
+/// One block's parameters, shared rather than copied: the state, its history of epochs,
+/// the runner's mirror and the phase that moved the predictions to them hold the same
+/// vector (a copy per holder cost 8 bytes per feature each: docs/benchmarks.md, "Bytes per
+/// feature"). Serialized as the plain vector, so the wire and checkpoint layouts are those
+/// of `Vec<f64>`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BlockWeights(Arc<Vec<f64>>);
+
+impl From<Vec<f64>> for BlockWeights {
+    fn from(weights: Vec<f64>) -> Self {
+        BlockWeights(Arc::new(weights))
+    }
+}
+
+impl Deref for BlockWeights {
+    type Target = Vec<f64>;
+    fn deref(&self) -> &Vec<f64> {
+        &self.0
+    }
+}
+
+impl Serialize for BlockWeights {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for BlockWeights {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<f64>::deserialize(deserializer).map(BlockWeights::from)
+    }
+}
 
 /// What every worker needs to run SCD's phases.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,7 +60,7 @@ pub enum ScdPhase {
     /// [`kernels::cell_direction_sums`] along `delta`.
     Direction { block: usize, delta: Vec<f64> },
     /// Moves the predictions from `old` to `new` parameters of `block`.
-    Update { block: usize, old: Vec<f64>, new: Vec<f64> },
+    Update { block: usize, old: BlockWeights, new: BlockWeights },
     /// The sum of the losses.
     Loss,
     /// Keeps the predictions as the newest snapshot, and at most `keep` in all.
@@ -48,8 +82,8 @@ pub struct ShardPredictions {
 /// rebuild any shard.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ScdParameters {
-    pub theta: Vec<Vec<f64>>,
-    pub snapshots: Vec<Vec<Vec<f64>>>,
+    pub theta: Vec<BlockWeights>,
+    pub snapshots: Vec<Vec<BlockWeights>>,
 }
 
 impl Kernel for ScdKernel {

@@ -20,7 +20,7 @@ use crate::fixed::{ExactSums, PredictionRange};
 use crate::grid::BlockShape;
 use crate::loss::Loss;
 use crate::objective::Regularization;
-use kernel::{ScdKernel, ScdParameters, ScdPhase};
+use kernel::{BlockWeights, ScdKernel, ScdParameters, ScdPhase};
 use serde::{Deserialize, Serialize};
 
 /// Epochs over which [`Scd::finished`] measures progress.
@@ -52,8 +52,8 @@ impl<R: Runner<ScdKernel>> Phases<'_, R> {
         self.run(ScdPhase::Direction { block, delta: delta.to_vec() }, Reduction::Sum { len }, false)
     }
 
-    fn update_predictions(&mut self, block: usize, old: &[f64], new: &[f64]) -> Result<(), R::Error> {
-        let phase = ScdPhase::Update { block, old: old.to_vec(), new: new.to_vec() };
+    fn update_predictions(&mut self, block: usize, old: &BlockWeights, new: &BlockWeights) -> Result<(), R::Error> {
+        let phase = ScdPhase::Update { block, old: old.clone(), new: new.clone() };
         self.run(phase, Reduction::None, true).map(drop)
     }
 
@@ -181,13 +181,14 @@ pub struct IterationReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScdState {
     /// Parameters, one vector per block.
-    pub theta: Vec<Vec<f64>>,
+    pub theta: Vec<BlockWeights>,
     /// Epochs completed.
     pub epoch: u32,
     /// Objective after each completed epoch; element 0 is the objective at theta = 0.
     pub objectives: Vec<f64>,
-    /// Parameters at the end of the last [`coarse::HISTORY`] epochs, oldest first.
-    pub history: Vec<Vec<Vec<f64>>>,
+    /// Parameters at the end of the last [`coarse::HISTORY`] epochs, oldest first (the
+    /// blocks an epoch did not move are the same vectors as the next entry's).
+    pub history: Vec<Vec<BlockWeights>>,
     /// Block iterations of the current epoch already done: a checkpoint taken mid-epoch
     /// resumes at the next block of the same order.
     #[serde(default)]
@@ -198,7 +199,7 @@ pub struct ScdState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ScdStep {
     /// A block iteration: the block's new parameters and where the epoch is.
-    Block { epoch: u32, position: usize, objectives: Vec<f64>, block: usize, theta: Vec<f64> },
+    Block { epoch: u32, position: usize, objectives: Vec<f64>, block: usize, theta: BlockWeights },
     /// An epoch's end (the coarse correction moves every block): the whole state.
     Epoch(ScdState),
 }
@@ -218,7 +219,7 @@ pub struct Scd {
 impl Scd {
     /// SCD over a grid of `shards` row shards with blocks of `shapes`.
     pub fn new(config: ScdConfig, shapes: Vec<BlockShape>, shards: usize) -> Self {
-        let theta = shapes.iter().map(|s| vec![0.0; s.features]).collect();
+        let theta = shapes.iter().map(|s| BlockWeights::from(vec![0.0; s.features])).collect();
         Self {
             kernel: ScdKernel { loss: config.loss, shards },
             config,
@@ -239,7 +240,7 @@ impl Scd {
 
     /// The objective at the current parameters given the exact loss sum at their predictions.
     fn objective_from(&self, loss_sum: i128) -> f64 {
-        crate::fixed::from_fixed128(loss_sum) + self.config.reg.total(self.state.theta.iter().map(Vec::as_slice))
+        crate::fixed::from_fixed128(loss_sum) + self.config.reg.total(self.state.theta.iter().map(|b| b.as_slice()))
     }
 
     /// Block order of an epoch: a fresh pseudo-random permutation per epoch, seeded by
@@ -292,8 +293,8 @@ impl Scd {
         } else {
             let sums = exec.direction_sums(block, &delta, loss)?.values();
             match loss {
-                Loss::Squared => step::squared_line_search(sums[0], sums[1], theta, &delta, &reg),
-                Loss::Logistic => step::pick_logistic_step(&sums, theta, &delta, &reg),
+                Loss::Squared => step::squared_line_search(sums[0], sums[1], step::pairs(theta, &delta), &reg),
+                Loss::Logistic => step::pick_logistic_step(&sums, step::pairs(theta, &delta), &reg),
                 Loss::Hinge => unreachable!("ScdConfig::new refuses hinge"),
             }
         };
@@ -315,10 +316,10 @@ impl Scd {
         exec: &mut Phases<R>,
     ) -> Result<f64, R::Error> {
         let theta = &self.state.theta[block];
-        let new: Vec<f64> = theta.iter().zip(delta).map(|(&t, &d)| t + step * d).collect();
+        let new = BlockWeights::from(theta.iter().zip(delta).map(|(&t, &d)| t + step * d).collect::<Vec<f64>>());
         PredictionRange::for_terms(self.config.row_terms).check(&new, &self.shapes[block].max_abs)?;
         exec.update_predictions(block, theta, &new)?;
-        let change = theta.iter().zip(&new).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        let change = theta.iter().zip(new.iter()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
         self.state.theta[block] = new;
         Ok(change)
     }
@@ -336,39 +337,34 @@ impl Scd {
             return Ok(report);
         }
         let k = if blocks { self.shapes.len() } else { 0 };
-        // Directions in parameter space, block by block: e_k, then theta - theta_then.
-        let theta = &self.state.theta;
-        let moves: Vec<Vec<f64>> = self
-            .state
-            .history
-            .iter()
-            .map(|then| theta.iter().zip(then).flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| x - y)).collect())
-            .collect();
-        let flat: Vec<f64> = theta.concat();
-        let sizes: Vec<usize> = theta.iter().map(Vec::len).collect();
-        let block_sum = |v: &[f64]| -> Vec<f64> {
-            let mut at = 0;
-            sizes
-                .iter()
-                .map(|&n| {
-                    let s = v[at..at + n].iter().sum();
-                    at += n;
-                    s
-                })
-                .collect()
-        };
-        let dims = k + moves.len();
+        // Directions in parameter space, block by block: e_k, then the moves theta -
+        // theta_then. No vector of the feature count is made for them (five such vectors
+        // and four moves cost 72 bytes per feature at this peak): every sum below walks
+        // theta and history entries feature by feature in the order of the flat vectors it
+        // replaces, so each is the same sum of the same terms, the same bits. `theta` and
+        // `history` share the state's vectors (the undo below needs the old blocks).
+        let theta = self.state.theta.clone();
+        let history = self.state.history.clone();
+        let sizes: Vec<usize> = theta.iter().map(|b| b.len()).collect();
+        let dims = k + history.len();
         // Regularizer's gradient 2 l2 V'theta (+ l1 V'sign(theta), L1 being linear where
         // the weights are non-zero) and Gram matrix V'V, packed upper triangle.
-        let signs: Vec<f64> = flat.iter().map(|&t| if t == 0.0 { 0.0 } else { t.signum() }).collect();
-        let mut gradient: Vec<f64> = block_sum(&flat)
-            .into_iter()
+        let sign = |t: f64| if t == 0.0 { 0.0 } else { t.signum() };
+        let mut gradient: Vec<f64> = theta
+            .iter()
             .take(k)
-            .map(|v| 2.0 * reg.l2 * v)
-            .chain(moves.iter().map(|m| 2.0 * reg.l2 * dot(m, &flat) + reg.l1 * dot(m, &signs)))
+            .map(|b| 2.0 * reg.l2 * b.iter().sum::<f64>())
+            .chain(history.iter().map(|then| {
+                let to_theta: f64 = flat_pairs(&theta, then).map(|(x, y)| (x - y) * x).sum();
+                let to_signs: f64 = flat_pairs(&theta, then).map(|(x, y)| (x - y) * sign(x)).sum();
+                2.0 * reg.l2 * to_theta + reg.l1 * to_signs
+            }))
             .collect();
         let mut gram = vec![0.0; dims * (dims + 1) / 2];
-        let move_sums: Vec<Vec<f64>> = moves.iter().map(|m| block_sum(m)).collect();
+        let move_sums: Vec<Vec<f64>> = history
+            .iter()
+            .map(|then| theta.iter().zip(then).map(|(a, b)| a.iter().zip(b.iter()).map(|(x, y)| x - y).sum()).collect())
+            .collect();
         let mut at = 0;
         for a in 0..dims {
             for b in a..dims {
@@ -381,7 +377,7 @@ impl Scd {
                         }
                     }
                     (true, false) => move_sums[b - k][a],
-                    _ => dot(&moves[a - k], &moves[b - k]),
+                    _ => move_dot(&theta, &history[a - k], &history[b - k]),
                 } * 2.0
                     * reg.l2;
                 at += 1;
@@ -392,13 +388,7 @@ impl Scd {
         gradient.iter_mut().zip(&sums[..dims]).for_each(|(g, s)| *g += s);
         gram.iter_mut().zip(&sums[dims..]).for_each(|(h, s)| *h += s * rows / sampled.max(1.0));
         let Some(t) = coarse::newton_direction(&gradient, &gram) else { return Ok(report) };
-        let mut delta: Vec<f64> = vec![0.0; flat.len()];
-        if blocks {
-            delta = sizes.iter().zip(&t).flat_map(|(&n, &s)| std::iter::repeat_n(s, n)).collect();
-        }
-        for (m, &s) in moves.iter().zip(&t[k..]) {
-            delta.iter_mut().zip(m).for_each(|(d, x)| *d += s * x);
-        }
+        let direction = Direction { theta: &theta, history: &history, shifts: &t[..k], moves: &t[k..] };
         let (sums, loss_sum) = exec.coarse_direction_sums(blocks, &t, loss)?;
         let sums = sums.values();
         // The objective before the step, from the same pass: the same number an objective
@@ -406,8 +396,8 @@ impl Scd {
         let before = self.objective_from(loss_sum);
         self.measured_objective = Some(before);
         let step = match loss {
-            Loss::Squared => step::squared_line_search(sums[0], sums[1], &flat, &delta, &reg),
-            Loss::Logistic => step::pick_logistic_step(&sums, &flat, &delta, &reg),
+            Loss::Squared => step::squared_line_search(sums[0], sums[1], || direction.pairs(), &reg),
+            Loss::Logistic => step::pick_logistic_step(&sums, || direction.pairs(), &reg),
             Loss::Hinge => unreachable!("ScdConfig::new refuses hinge"),
         };
         if step == 0.0 {
@@ -416,17 +406,15 @@ impl Scd {
         // The history directions' row values are differences of fixed-point predictions,
         // exact to 2^-32 per term; a nearly singular subspace can amplify that into a step
         // the line search misjudges. So the step is measured, and undone if it cost.
-        let saved = self.state.theta.clone();
-        let mut at = 0;
         let mut changed = Vec::new();
-        for (block, &n) in sizes.iter().enumerate() {
-            let block_delta = &delta[at..at + n];
-            at += n;
+        for block in 0..sizes.len() {
+            let block_delta = direction.block(block);
             if block_delta.iter().any(|&d| d != 0.0) {
-                report.max_change = report.max_change.max(self.apply(block, step, block_delta, exec)?);
+                report.max_change = report.max_change.max(self.apply(block, step, &block_delta, exec)?);
                 changed.push(block);
             }
         }
+        let saved = theta;
         let after = self.objective_with(exec)?;
         if after > before {
             for block in changed {
@@ -549,7 +537,7 @@ impl Algorithm for Scd {
     fn replay(&mut self, step: ScdStep) -> Result<(), EngineError> {
         match step {
             ScdStep::Block { epoch, position, objectives, block, theta } => {
-                let expected = self.state.theta.get(block).map(Vec::len);
+                let expected = self.state.theta.get(block).map(|b| b.len());
                 if epoch != self.state.epoch || position != self.state.position + 1 || expected != Some(theta.len()) {
                     return Err(EngineError::Corrupt(format!(
                         "checkpoint step {epoch}/{position} does not follow {}/{}",
@@ -593,7 +581,7 @@ impl Algorithm for Scd {
     }
 
     fn weights(&self) -> Vec<Vec<f64>> {
-        self.state.theta.clone()
+        self.state.theta.iter().map(|b| b.to_vec()).collect()
     }
 
     fn max_epochs(&self) -> u32 {
@@ -601,6 +589,52 @@ impl Algorithm for Scd {
     }
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+/// `(theta_j, then_j)` of every feature, block by block: the order of the flat vectors the
+/// coarse correction's sums were first written over.
+fn flat_pairs<'a>(theta: &'a [BlockWeights], then: &'a [BlockWeights]) -> impl Iterator<Item = (f64, f64)> + 'a {
+    theta.iter().zip(then).flat_map(|(a, b)| a.iter().copied().zip(b.iter().copied()))
+}
+
+/// The dot product of two moves, `(theta - p) . (theta - q)`, in the flat order.
+fn move_dot(theta: &[BlockWeights], p: &[BlockWeights], q: &[BlockWeights]) -> f64 {
+    theta
+        .iter()
+        .zip(p)
+        .zip(q)
+        .flat_map(|((t, p), q)| t.iter().zip(p.iter()).zip(q.iter()))
+        .map(|((x, y), z)| (x - y) * (x - z))
+        .sum()
+}
+
+/// The coarse step's direction `sum_b shifts_b e_b + sum_i moves_i (theta - history_i)`,
+/// feature by feature: each value is built as the flat vector built it (the block's
+/// shift, or 0, then each move's term in order), so it has the same bits, and is computed
+/// again where it is needed instead of being held.
+struct Direction<'a> {
+    theta: &'a [BlockWeights],
+    history: &'a [Vec<BlockWeights>],
+    /// One per block, or none when the block shifts are left out.
+    shifts: &'a [f64],
+    moves: &'a [f64],
+}
+
+impl Direction<'_> {
+    fn at(&self, block: usize, j: usize) -> f64 {
+        let x = self.theta[block][j];
+        let mut d = self.shifts.get(block).copied().unwrap_or(0.0);
+        for (then, &s) in self.history.iter().zip(self.moves) {
+            d += s * (x - then[block][j]);
+        }
+        d
+    }
+
+    fn block(&self, block: usize) -> Vec<f64> {
+        (0..self.theta[block].len()).map(|j| self.at(block, j)).collect()
+    }
+
+    /// `(theta_j, direction_j)` of every feature in the flat order.
+    fn pairs(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        (0..self.theta.len())
+            .flat_map(move |b| (0..self.theta[b].len()).map(move |j| (self.theta[b][j], self.at(b, j))))
+    }
 }

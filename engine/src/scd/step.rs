@@ -124,19 +124,22 @@ fn chi(s: f64) -> f64 {
 /// With `p = sum_i r_i d_i` (r the residuals y - f) and `dd = sum_i d_i^2` (d = X delta),
 /// the loss changes by `-2 a p + a^2 dd` at step `a`, so the objective along the line is a
 /// convex piecewise quadratic in `a`, minimized over [0, 1] exactly (closed form without
-/// L1; bisection on the subgradient with it).
-pub fn squared_line_search(p: f64, dd: f64, theta: &[f64], delta: &[f64], reg: &Regularization) -> f64 {
-    let td: f64 = theta.iter().zip(delta).map(|(t, d)| t * d).sum();
-    let d2: f64 = delta.iter().map(|d| d * d).sum();
+/// L1; bisection on the subgradient with it). `pairs` yields every `(theta_j, delta_j)`
+/// afresh, in one order ([`pairs`] for slices): the coarse correction computes its
+/// direction on the fly rather than hold a vector of the feature count.
+pub fn squared_line_search<I: Iterator<Item = (f64, f64)>>(
+    p: f64,
+    dd: f64,
+    pairs: impl Fn() -> I,
+    reg: &Regularization,
+) -> f64 {
+    let td: f64 = pairs().map(|(t, d)| t * d).sum();
+    let d2: f64 = pairs().map(|(_, d)| d * d).sum();
     let slope = |a: f64| {
         let l1: f64 = if reg.l1 == 0.0 {
             0.0
         } else {
-            theta
-                .iter()
-                .zip(delta)
-                .map(|(&t, &d)| reg.l1 * d * (t + a * d).signum() * ((t + a * d) != 0.0) as u8 as f64)
-                .sum()
+            pairs().map(|(t, d)| reg.l1 * d * (t + a * d).signum() * ((t + a * d) != 0.0) as u8 as f64).sum()
         };
         -2.0 * p + 2.0 * a * dd + 2.0 * reg.l2 * (td + a * d2) + l1
     };
@@ -161,15 +164,27 @@ pub fn squared_line_search(p: f64, dd: f64, theta: &[f64], delta: &[f64], reg: &
     lo
 }
 
+/// `(theta_j, delta_j)` of two slices, for the line searches.
+pub fn pairs<'a>(theta: &'a [f64], delta: &'a [f64]) -> impl Fn() -> std::iter::Zip<Copied<'a>, Copied<'a>> {
+    move || theta.iter().copied().zip(delta.iter().copied())
+}
+
+type Copied<'a> = std::iter::Copied<std::slice::Iter<'a, f64>>;
+
 /// Candidate steps for the logistic line search, evaluated exactly in one data pass.
 pub const LOGISTIC_STEP_CANDIDATES: [f64; 8] = [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125];
 
 /// Picks the candidate step with the lowest objective, given each candidate's exact change
 /// of the loss sum; 0 when none decreases the objective.
-pub fn pick_logistic_step(loss_changes: &[f64], theta: &[f64], delta: &[f64], reg: &Regularization) -> f64 {
+/// `pairs` as in [`squared_line_search`].
+pub fn pick_logistic_step<I: Iterator<Item = (f64, f64)>>(
+    loss_changes: &[f64],
+    pairs: impl Fn() -> I,
+    reg: &Regularization,
+) -> f64 {
     let mut best = (0.0, 0.0);
     for (&a, &dl) in LOGISTIC_STEP_CANDIDATES.iter().zip(loss_changes) {
-        let dreg: f64 = theta.iter().zip(delta).map(|(&t, &d)| reg.penalty(t + a * d) - reg.penalty(t)).sum();
+        let dreg: f64 = pairs().map(|(t, d)| reg.penalty(t + a * d) - reg.penalty(t)).sum();
         let change = dl + dreg;
         if change < best.1 {
             best = (a, change);
@@ -262,7 +277,7 @@ mod tests {
             let f = |a: f64| {
                 -2.0 * a * p + a * a * dd + theta.iter().zip(&delta).map(|(&t, &d)| r.penalty(t + a * d)).sum::<f64>()
             };
-            let a = squared_line_search(p, dd, &theta, &delta, &r);
+            let a = squared_line_search(p, dd, pairs(&theta, &delta), &r);
             let brute = (0..=100_000).map(|i| i as f64 / 100_000.0).min_by(|x, y| f(*x).total_cmp(&f(*y))).unwrap();
             assert!((a - brute).abs() < 1e-4, "l1={l1}: {a} vs {brute}");
         }
