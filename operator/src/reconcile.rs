@@ -276,19 +276,7 @@ async fn carry_out(job: &TrainingJob, ctx: &Context, pods: &Api<Pod>, plan: Plan
         return Ok((Action::await_change(), false));
     }
     // What the creations found out goes back into the plan's status and events.
-    let mut outcome = Plan {
-        status: std::mem::take(&mut status),
-        secret: None,
-        service: None,
-        budget: None,
-        pods: Vec::new(),
-        drain_workers: Vec::new(),
-        delete_pods: Vec::new(),
-        events: std::mem::take(&mut events),
-        delete_job: false,
-        requeue,
-        now,
-    };
+    let mut outcome = Plan::empty(std::mem::take(&mut status), std::mem::take(&mut events), requeue, now);
     let mut refused = false;
     let create_params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
     let stopped = 'create: {

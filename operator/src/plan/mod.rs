@@ -196,6 +196,23 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan that creates, deletes and drains nothing: `status` and `events` as given.
+    pub fn empty(status: TrainingJobStatus, events: Vec<Event>, requeue: Duration, now: Time) -> Plan {
+        Plan {
+            status,
+            secret: None,
+            service: None,
+            budget: None,
+            pods: Vec::new(),
+            drain_workers: Vec::new(),
+            delete_pods: Vec::new(),
+            events,
+            delete_job: false,
+            requeue,
+            now,
+        }
+    }
+
     /// Names of the pods to create.
     pub fn created(&self) -> Vec<String> {
         self.pods.iter().map(ResourceExt::name_any).collect()
@@ -289,19 +306,7 @@ pub fn plan(job: &TrainingJob, children: Children, observed: Observed<'_>, now: 
     let before = status.phase;
     status.observed_generation = job.metadata.generation;
     status.algorithm = Some(job.spec.algorithm_name().to_string());
-    let plan = Plan {
-        status,
-        secret: None,
-        service: None,
-        budget: None,
-        pods: Vec::new(),
-        drain_workers: Vec::new(),
-        delete_pods: Vec::new(),
-        events: Vec::new(),
-        delete_job: false,
-        requeue: Duration::from_secs(10),
-        now: Time(now),
-    };
+    let plan = Plan::empty(status, Vec::new(), Duration::from_secs(10), Time(now));
     let pods = observed.pods.iter().filter(|p| desired::owned_by(&p.metadata, job)).collect();
     let mut p = Planner { job, pods, children, now: Time(now), blocked: Vec::new(), plan };
 
