@@ -1,6 +1,7 @@
 //! One slot without the exchange ([`super::solo`]): the lone slot's model against the
 //! optimum and against `X'alpha / lambda` recomputed from the rows, and its bytes through
-//! repeats, rebuilt slots, handovers, a replayed checkpoint and a scale-in to one slot.
+//! repeats, rebuilt slots, handovers, a replayed checkpoint and a scale-in to one slot; and
+//! epochs that leave the duals and the model on the slot until they are collected.
 
 use super::tests::{config, elastic, problem, relative, train, train_keeping_steps, weights_bits};
 use super::*;
