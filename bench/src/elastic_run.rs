@@ -8,7 +8,7 @@
 
 use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction};
 use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
 use linea_engine::grid::InMemoryGrid;
 use std::time::Instant;
@@ -119,7 +119,7 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
     let mut points = Vec::new();
     loop {
         let slots = cocoa.state().slots;
-        cocoa.next_iter(&mut runner).map_err(err)?;
+        cocoa.next_iter(&mut runner, Recovery::Needed).map_err(err)?;
         let gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
         let point = Point {
             slots,

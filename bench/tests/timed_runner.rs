@@ -4,7 +4,7 @@
 
 use linea_bench::slot_clock::{SlotSeconds, TimedRunner};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction, Runner};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction, Runner};
 use linea_engine::cocoa::{Clock, Cocoa, CocoaConfig, CocoaKernel, CocoaPhase, ElasticConfig};
 use linea_engine::grid::InMemoryGrid;
 use linea_engine::runner::LocalRunner;
@@ -43,7 +43,7 @@ where
 {
     let mut slots = Vec::new();
     for _ in 0..epochs {
-        cocoa.next_iter(runner).unwrap();
+        cocoa.next_iter(runner, Recovery::Needed).unwrap();
         slots.push(cocoa.state().slots);
     }
     (cocoa.flat_weights().iter().map(|w| w.to_bits()).collect(), slots)

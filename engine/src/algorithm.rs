@@ -289,6 +289,14 @@ pub trait Runner<K: Kernel> {
     type Error: From<EngineError>;
     fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, Self::Error>;
 
+    /// Whether a unit's state can be lost and must then be rebuilt from the mirror (a worker
+    /// that dies, the workers of a restarted master). The default, `true`, is what a runner
+    /// that says nothing else must be taken to do; [`crate::runner::LocalRunner`], whose
+    /// units live in its own process for the run's length, never loses one.
+    fn loses_units(&self) -> bool {
+        true
+    }
+
     /// Replaces the kernel's configuration between phases, when the units themselves change
     /// (CoCoA's elastic scale-in merges slots): every unit is rebuilt from `mirror`, the
     /// algorithm's committed state, under the new `kernel` before it runs again. Unit state
@@ -354,12 +362,46 @@ impl StopReason {
     }
 }
 
+/// Whether the master's state must be whole after an iteration; the driver decides it for
+/// each iteration ([`Recovery::for_iteration`]).
+///
+/// Part of an algorithm's state can live on its units (CoCoA's lone slot keeps its dual
+/// variables and its model: [`crate::cocoa::solo`]). Sending that part to the master after
+/// every iteration serves only whoever rebuilds or resumes from the master's state: a
+/// checkpoint, or a runner that replaces a lost unit from the mirror. A run with neither (`linea
+/// train` in one process) can leave it on the units and collect it once
+/// ([`Algorithm::settle`]); on criteo-sample that report was ~30% of an epoch's instructions
+/// outside the local solve (docs/benchmarks.md, "Recoverable only when it must be").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// A checkpoint follows the iteration, or the runner can lose a unit: the state, the
+    /// iteration's step and the mirror the runner commits must be whole.
+    Needed,
+    /// Nothing is saved or rebuilt from this iteration: the algorithm may leave unit-held
+    /// state out of its own state and out of the step until [`Algorithm::settle`] or the next
+    /// `Needed` iteration. Such a step is no checkpoint step: checkpoints replay steps in
+    /// order onto a whole state, so a run that checkpoints runs every iteration `Needed`.
+    Deferred,
+}
+
+impl Recovery {
+    /// What an iteration on `runner` needs: `Needed` when a checkpoint follows it or the
+    /// runner can lose a unit ([`Runner::loses_units`]), else `Deferred`.
+    pub fn for_iteration<K: Kernel, R: Runner<K>>(runner: &R, checkpoint_follows: bool) -> Self {
+        match checkpoint_follows || runner.loses_units() {
+            true => Recovery::Needed,
+            false => Recovery::Deferred,
+        }
+    }
+}
+
 /// What one call of [`Algorithm::next_iter`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Iteration<S> {
     /// The epoch ended with this iteration.
     pub epoch_done: bool,
-    /// What changed, for an incremental checkpoint; replayed by [`Algorithm::replay`].
+    /// What changed, for an incremental checkpoint; replayed by [`Algorithm::replay`]. Whole
+    /// only for an iteration run with [`Recovery::Needed`].
     pub step: S,
     /// A decision a user should hear of (CoCoA: a scale-in and why), for logs and status.
     pub note: Option<String>,
@@ -384,8 +426,23 @@ pub trait Algorithm {
     /// Replays a checkpointed step onto the state it followed.
     fn replay(&mut self, step: Self::Step) -> Result<(), EngineError>;
 
-    /// One iteration (SCD: one block; CoCoA: one epoch).
-    fn next_iter<R: Runner<Self::Kernel>>(&mut self, runner: &mut R) -> Result<Iteration<Self::Step>, R::Error>;
+    /// One iteration (SCD: one block; CoCoA: one epoch). With [`Recovery::Deferred`] the
+    /// algorithm may leave state on its units; an algorithm whose state is all on the master
+    /// (SCD, L-BFGS and the hybrid) does the same either way.
+    fn next_iter<R: Runner<Self::Kernel>>(
+        &mut self,
+        runner: &mut R,
+        recovery: Recovery,
+    ) -> Result<Iteration<Self::Step>, R::Error>;
+
+    /// Makes the state whole after [`Recovery::Deferred`] iterations, collecting what the
+    /// units kept (with a phase that changes no unit state); nothing to do otherwise, and
+    /// for an algorithm that never leaves state on its units (the default). The driver calls
+    /// it when the run stops, before it reads the model: [`Self::state`], [`Self::mirror`]
+    /// and [`Self::weights`] are whole only after it or a `Needed` iteration.
+    fn settle<R: Runner<Self::Kernel>>(&mut self, _runner: &mut R) -> Result<(), R::Error> {
+        Ok(())
+    }
     fn progress(&self) -> Progress;
     /// `Some` once the run should stop.
     fn stop_reason(&self) -> Option<StopReason>;

@@ -54,6 +54,12 @@ impl<'g, K: Kernel, G: GridSource> LocalRunner<'g, K, G> {
 impl<K: Kernel, G: GridSource> Runner<K> for LocalRunner<'_, K, G> {
     type Error = G::Error;
 
+    /// Its units live in this process for the run's length (a test may still rebuild them
+    /// from a mirror: [`LocalRunner::restore_all`], which needs whole iterations).
+    fn loses_units(&self) -> bool {
+        false
+    }
+
     fn run(&mut self, request: PhaseRequest<K::Phase>) -> Result<PhaseOutput, G::Error> {
         let (kernel, grid, phase) = (&self.kernel, self.grid, &request.phase);
         let run_unit = |unit: usize, state: &mut Option<K::UnitState>| -> Result<UnitOutput, G::Error> {

@@ -10,7 +10,7 @@ use crate::plot;
 use crate::progress::Progress;
 use crate::storage;
 use crate::train::TrainOptions;
-use linea_engine::algorithm::{Algorithm, Gap, Iteration, Runner};
+use linea_engine::algorithm::{Algorithm, Gap, Iteration, Recovery, Runner};
 use linea_engine::cocoa::{Cocoa, CocoaConfig};
 use linea_engine::hybrid::{Linear, LinearConfig, Mode};
 use linea_engine::scd::{Scd, ScdConfig};
@@ -197,13 +197,18 @@ pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &P
 
 /// Runs iterations until the algorithm stops, appending to `trace` (which a resumed run
 /// brings from its checkpoint). `after` follows every iteration, with the trace updated
-/// when the iteration ended an epoch (checkpoints, status). Returns the total seconds.
+/// when the iteration ended an epoch (status, and checkpoints when `checkpoints`: then every
+/// iteration must be recoverable, as must every one on a runner that can lose a unit:
+/// [`Recovery::for_iteration`]). When the run stops, the algorithm collects what its units
+/// kept ([`Algorithm::settle`]), so its weights are whole. Returns the total seconds, the
+/// collection included.
 pub fn drive<A: Algorithm, R: Runner<A::Kernel>>(
     algorithm: &mut A,
     runner: &mut R,
     (rows, nnz): (f64, f64),
     progress: &Progress,
     trace: &mut Vec<EpochPoint>,
+    checkpoints: bool,
     mut after: impl FnMut(&A, &Iteration<A::Step>, &[EpochPoint]) -> Result<()>,
 ) -> Result<f64>
 where
@@ -214,7 +219,7 @@ where
     let started = Instant::now();
     let mut epoch_started = Instant::now();
     while algorithm.stop_reason().is_none() {
-        let iteration = algorithm.next_iter(runner)?;
+        let iteration = algorithm.next_iter(runner, Recovery::for_iteration(runner, checkpoints))?;
         if !iteration.epoch_done {
             after(algorithm, &iteration, trace)?;
             continue;
@@ -257,6 +262,7 @@ where
             ),
         );
     }
+    algorithm.settle(runner)?;
     bar.finish();
     Ok(earlier + started.elapsed().as_secs_f64())
 }

@@ -168,6 +168,8 @@ pub fn run<A: Algorithm>(
     runner.prepare()?;
     let mut trace = Vec::new();
     let sizes = (loaded.grid.rows() as f64, loaded.grid.nnz() as f64);
-    let seconds = driver::drive(algorithm, &mut runner, sizes, progress, &mut trace, |_, _, _| Ok(()))?;
+    // No checkpoints, and the runner keeps its units: nothing needs an epoch's state but the
+    // next epoch (a lone CoCoA slot keeps its duals and model until the run stops).
+    let seconds = driver::drive(algorithm, &mut runner, sizes, progress, &mut trace, false, |_, _, _| Ok(()))?;
     Ok((trace, seconds))
 }

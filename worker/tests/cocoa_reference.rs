@@ -8,7 +8,7 @@ mod common;
 use common::reference::*;
 use common::*;
 use linea_engine::Loss;
-use linea_engine::algorithm::Algorithm;
+use linea_engine::algorithm::{Algorithm, Recovery};
 use linea_engine::cocoa::{AccelerateConfig, Cocoa, CocoaConfig, EpochRecord};
 use linea_engine::runner::LocalRunner;
 use linea_worker::gridload::LoadedGrid;
@@ -28,7 +28,7 @@ fn train_cocoa(loaded: &LoadedGrid, config: CocoaConfig) -> Cocoa {
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &loaded.grid, 2);
     let start = Instant::now();
     while cocoa.stop_reason().is_none() {
-        cocoa.next_iter(&mut runner).unwrap();
+        cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     let history = &cocoa.state().history;
     let curve: Vec<String> = history.iter().map(|r| format!("{:.3e}", r.gap.relative)).collect();

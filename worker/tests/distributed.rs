@@ -280,10 +280,11 @@ fn cocoa_survives_disturbances(extra: &[&str]) {
 }
 
 /// One slot (K = 1) keeps its model on the worker that serves it and sends the master only
-/// what an epoch changed: the same bytes in one process (1 and 2 threads) and on 1 and 3
-/// worker processes, and through a kill -9 of the worker serving the slot (rebuilt on the
-/// other from the master's mirror, the model bit for bit) and a kill -9 + restart of the
-/// master (from the checkpoint's steps).
+/// what an epoch changed (in one process, whose slot cannot be lost, not even that: its
+/// duals and model are collected once, at the end): the same bytes in one process (1 and
+/// 2 threads) and on 1 and 3 worker processes, and through a kill -9 of the worker serving
+/// the slot (rebuilt on the other from the master's mirror, the model bit for bit) and a
+/// kill -9 + restart of the master (from the checkpoint's steps).
 #[test]
 fn a_lone_cocoa_slot_survives_a_killed_worker_and_a_master_restart() {
     let dir = tempfile::tempdir().unwrap();

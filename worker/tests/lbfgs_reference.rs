@@ -8,7 +8,7 @@ mod common;
 use common::reference::*;
 use common::*;
 use linea_engine::Loss;
-use linea_engine::algorithm::Algorithm;
+use linea_engine::algorithm::{Algorithm, Recovery};
 use linea_engine::hybrid::{Linear, LinearConfig, Mixing, Mode};
 use linea_engine::reference;
 use linea_engine::runner::LocalRunner;
@@ -29,7 +29,7 @@ fn linear(loaded: &LoadedGrid, mode: Mode, loss: Loss, slots: u32, epochs: u32, 
     let mut runner = LocalRunner::new(linear.kernel().clone(), &loaded.grid, 2);
     let started = Instant::now();
     while linear.stop_reason().is_none() {
-        linear.next_iter(&mut runner).unwrap();
+        linear.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     let state = linear.state();
     println!(

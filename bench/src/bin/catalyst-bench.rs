@@ -10,7 +10,7 @@
 //! once `--wall-budget` seconds have passed. A benchmark, not a test: it asserts nothing.
 
 use linea_engine::Loss;
-use linea_engine::algorithm::Algorithm;
+use linea_engine::algorithm::{Algorithm, Recovery};
 use linea_engine::cocoa::{AccelerateConfig, Cocoa, CocoaConfig};
 use linea_engine::runner::LocalRunner;
 use linea_worker::gridload;
@@ -110,7 +110,7 @@ fn main() {
                     let mut reached: [Option<(u32, f64)>; 2] = [None; 2];
                     let mut gap = f64::INFINITY;
                     while cocoa.stop_reason().is_none() && started.elapsed().as_secs_f64() < args.wall_budget {
-                        cocoa.next_iter(&mut runner).map_err(err)?;
+                        cocoa.next_iter(&mut runner, Recovery::Needed).map_err(err)?;
                         gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
                         for (at, &target) in reached.iter_mut().zip(&TARGETS) {
                             if at.is_none() && gap <= target {

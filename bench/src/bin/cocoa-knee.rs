@@ -15,7 +15,7 @@
 use linea_bench::elastic_run::without_bias;
 use linea_bench::slot_clock::{SlotSeconds, TimedRunner, thread_cpu_seconds};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, PhaseRequest, Reduction};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction};
 use linea_engine::cocoa::{Aggregation, Cocoa, CocoaConfig, CocoaPhase};
 use linea_engine::grid::InMemoryGrid;
 use linea_worker::gridload;
@@ -145,7 +145,7 @@ fn run(grid: &InMemoryGrid, l2: f64, slots: u32, sigma: Sigma, args: &Args) -> R
     let (master, slots_at) = (thread_cpu_seconds(), slot_seconds.get());
     let mut points = Vec::new();
     while cocoa.stop_reason().is_none() {
-        cocoa.next_iter(&mut runner).map_err(err)?;
+        cocoa.next_iter(&mut runner, Recovery::Needed).map_err(err)?;
         let gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
         let sim = slot_seconds.get() - slots_at + thread_cpu_seconds() - master;
         points.push((gap, sim));

@@ -14,7 +14,7 @@
 //! benchmark, not a test: it prints figures, it asserts nothing.
 
 use linea_engine::Loss;
-use linea_engine::algorithm::Algorithm;
+use linea_engine::algorithm::{Algorithm, Recovery};
 use linea_engine::hybrid::lbfgs::{direction, dot, norm};
 use linea_engine::hybrid::{BatchSolver, Linear, LinearConfig, Mode, Precondition};
 use linea_engine::runner::LocalRunner;
@@ -65,7 +65,7 @@ fn main() {
         let d = (!before.g.is_empty() && solver == BatchSolver::Lbfgs)
             .then(|| direction(&before.g, &before.pairs, linear.initial()));
         let epoch_started = Instant::now();
-        let iteration = linear.next_iter(&mut runner).unwrap_or_else(|e| fail(e));
+        let iteration = linear.next_iter(&mut runner, Recovery::Needed).unwrap_or_else(|e| fail(e));
         let seconds = epoch_started.elapsed().as_secs_f64();
         let after = linear.state();
         let f = after.f.unwrap_or(f64::NAN);

@@ -5,7 +5,7 @@
 
 use super::tests::{problem, relative, train, train_keeping_steps, weights_bits};
 use super::*;
-use crate::algorithm::{Algorithm, encode};
+use crate::algorithm::{Algorithm, Recovery, encode};
 use crate::loss::Loss;
 use crate::reference;
 use crate::runner::LocalRunner;
@@ -77,7 +77,7 @@ fn the_reported_gap_certifies_the_original_problem_every_epoch() {
             let mut previous_gap = f64::INFINITY;
             while cocoa.stop_reason().is_none() {
                 let before = cocoa.state().catalyst.clone().unwrap();
-                cocoa.next_iter(&mut runner).unwrap();
+                cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
                 let at = format!("{loss:?} K={slots} epoch {}", cocoa.state().epoch);
                 let after = cocoa.state().catalyst.as_ref().unwrap();
                 let own = *after.records.last().unwrap();
@@ -140,7 +140,7 @@ fn outer_loop_extrapolates() {
     let mut updates = 0;
     while cocoa.stop_reason().is_none() {
         let before = cocoa.state().catalyst.clone().unwrap();
-        cocoa.next_iter(&mut runner).unwrap();
+        cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
         let after = cocoa.state().catalyst.as_ref().unwrap();
         if after.outer > before.outer {
             updates += 1;
@@ -200,7 +200,7 @@ fn accelerated_bytes_survive_threads_rebuilt_slots_and_replayed_steps() {
         let mut runner = LocalRunner::new(resumed.kernel().clone(), &problem.grid, 2);
         runner.restore_all(&resumed.mirror()).unwrap();
         while resumed.stop_reason().is_none() {
-            resumed.next_iter(&mut runner).unwrap();
+            resumed.next_iter(&mut runner, Recovery::Needed).unwrap();
         }
         assert_eq!(encode(one.state()), encode(resumed.state()), "{loss:?}: replayed");
         assert_eq!(weights_bits(&one), weights_bits(&resumed), "{loss:?}: replayed");
@@ -210,7 +210,7 @@ fn accelerated_bytes_survive_threads_rebuilt_slots_and_replayed_steps() {
         let mut plain = Cocoa::for_grid(plain_config, &problem.grid).unwrap();
         assert!(plain.replay(steps[0].clone()).is_err());
         let mut runner = LocalRunner::new(plain.kernel().clone(), &problem.grid, 1);
-        let plain_step = plain.next_iter(&mut runner).unwrap().step;
+        let plain_step = plain.next_iter(&mut runner, Recovery::Needed).unwrap().step;
         assert!(Cocoa::for_grid(config, &problem.grid).unwrap().replay(plain_step).is_err());
     }
 }

@@ -46,11 +46,19 @@ pub enum CocoaPhase {
     /// Exact sums of the losses at `w` and of the conjugates at `-alpha`.
     Evaluate { w: Vec<f64> },
     /// One slot, not accelerated ([`super::solo`]): H local SDCA passes on the slot's own
-    /// model, which it keeps between epochs; the payload is a [`solo::SoloReport`] of what
-    /// changed, and nothing is summed.
-    SoloSolve { epoch: u32, tolerance: f64 },
-    /// [`CocoaPhase::Evaluate`] at a lone slot's own model.
+    /// model, which it keeps between epochs; nothing is summed. `report`: the payload is a
+    /// [`solo::SoloReport`] of what changed (the iteration must be recoverable:
+    /// [`crate::algorithm::Recovery::Needed`]); otherwise only the progress statistic, and the
+    /// slot's duals and model stay on the slot until a [`CocoaPhase::SoloCollect`].
+    SoloSolve { epoch: u32, tolerance: f64, report: bool },
+    /// [`CocoaPhase::Evaluate`] at a lone slot's own model; the payload is its squared norm
+    /// `|w|^2` (8 bytes, summed in ascending feature order as the master sums its copy), for
+    /// the penalty of both objectives.
     EvaluateOwn,
+    /// A lone slot's whole state, changing nothing: a [`solo::SoloReport`] of all its duals
+    /// and every entry of its model (progress 0), which the master writes into its state
+    /// after epochs that left them on the slot.
+    SoloCollect,
 }
 
 /// What rebuilds a slot ([`Kernel::UnitBase`]): its committed dual variables and, when it
@@ -288,14 +296,19 @@ impl Kernel for CocoaKernel {
                 }
                 Ok(self.terms_output(unit, objective_terms(self.loss, rows, &state.alpha, w))?)
             }
-            CocoaPhase::SoloSolve { epoch, tolerance } => Ok(solo::run(self, unit, state, *epoch, *tolerance)?),
+            CocoaPhase::SoloSolve { epoch, tolerance, report } => {
+                Ok(solo::run(self, unit, state, *epoch, *tolerance, *report)?)
+            }
             CocoaPhase::EvaluateOwn => {
                 let SlotState { alpha, model, .. } = state;
                 let model =
                     model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
                 let local = model.local(rows, self.features())?;
-                Ok(self.terms_output(unit, local_objective_terms(self.loss, rows, alpha, local))?)
+                let mut output = self.terms_output(unit, local_objective_terms(self.loss, rows, alpha, local))?;
+                output.payload = solo::squared_norm(local).to_le_bytes().to_vec();
+                Ok(output)
             }
+            CocoaPhase::SoloCollect => Ok(solo::collect(self, state)?),
         }
     }
 
@@ -311,7 +324,10 @@ impl Kernel for CocoaKernel {
                     }
                 }
             }
-            CocoaPhase::SoloSolve { .. } => {
+            // A solve without its report is never committed: only a runner that cannot lose
+            // a unit runs one, and such a runner keeps no mirror.
+            CocoaPhase::SoloSolve { report: false, .. } => {}
+            CocoaPhase::SoloSolve { report: true, .. } => {
                 let (rows, features) = (mirror.alpha.len(), mirror.w.len());
                 if let [payload] = output.payloads.as_slice()
                     && let Ok(report) = solo::decode_report(payload, rows, features)
@@ -319,7 +335,7 @@ impl Kernel for CocoaKernel {
                     let _ = solo::apply(&report, &mut mirror.alpha, &mut mirror.w);
                 }
             }
-            CocoaPhase::Spread | CocoaPhase::Evaluate { .. } | CocoaPhase::EvaluateOwn => {}
+            CocoaPhase::Spread | CocoaPhase::Evaluate { .. } | CocoaPhase::EvaluateOwn | CocoaPhase::SoloCollect => {}
         }
     }
 

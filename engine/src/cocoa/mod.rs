@@ -75,7 +75,7 @@ pub use schedule::GapSchedule;
 pub use state::{CocoaState, CocoaStep, EpochRecord};
 
 use crate::algorithm::{
-    Algorithm, Iteration, Kernel, PhaseRequest, Progress, Reduction, Runner, ScalingDecision, StopReason,
+    Algorithm, Iteration, Kernel, PhaseRequest, Progress, Recovery, Reduction, Runner, ScalingDecision, StopReason,
 };
 use crate::error::EngineError;
 use crate::fixed::from_fixed128;
@@ -98,6 +98,10 @@ pub struct Cocoa {
     /// Counted by the slots when the slot count is new (the first epoch, a scale-in, a
     /// restarted master), never checkpointed: it is a function of the data and the layout.
     spread: Option<(u32, Vec<u32>)>,
+    /// The lone slot holds duals and model entries the state lacks: epochs ran with
+    /// [`Recovery::Deferred`] since it last reported ([`solo`]). Never checkpointed: a run
+    /// that checkpoints runs every epoch `Needed`.
+    behind: bool,
 }
 
 impl Cocoa {
@@ -144,7 +148,7 @@ impl Cocoa {
             catalyst: catalyst.map(|_| catalyst::CatalystState::start(features)),
             progress: [0.0; 2],
         };
-        let mut cocoa = Self { config, kernel, state, clock: None, catalyst, spread: None };
+        let mut cocoa = Self { config, kernel, state, clock: None, catalyst, spread: None, behind: false };
         cocoa.sync_kernel();
         Ok(cocoa)
     }
@@ -206,7 +210,8 @@ impl Cocoa {
     }
 
     /// The model `w = v / lambda`, all features in one vector; accelerated, the model of the
-    /// smallest primal seen (the one the reported gap certifies).
+    /// smallest primal seen (the one the reported gap certifies). With one slot, the state's
+    /// `w`: the slot's after a `Needed` epoch or [`Algorithm::settle`].
     pub fn flat_weights(&self) -> Vec<f64> {
         if let Some(state) = &self.state.catalyst {
             return state.best_w.clone();
@@ -266,17 +271,26 @@ impl Cocoa {
         // |X'alpha|^2 / (2 lambda) = (lambda / 2) |w|^2 = l2 |w|^2 at w = v / lambda: one
         // value for both objectives, so the gap carries no rounding of its own.
         let penalty = |w: &[f64]| self.config.l2() * w.iter().map(|x| x * x).sum::<f64>();
-        // A lone slot evaluates its own model, which is the state's `w` bit for bit.
+        // A lone slot evaluates its own model and sums its |w|^2 (the state's `w` may be
+        // behind it: `Recovery::Deferred`), in the order the sum over the state's `w` has.
         let (phase, penalty) = match self.solo() {
-            true => (CocoaPhase::EvaluateOwn, penalty(&self.state.w)),
+            true => (CocoaPhase::EvaluateOwn, None),
             false => {
                 let w = self.flat_weights();
                 let penalty = penalty(&w);
-                (CocoaPhase::Evaluate { w }, penalty)
+                (CocoaPhase::Evaluate { w }, Some(penalty))
             }
         };
         let request = PhaseRequest { phase, reduction: Reduction::Sum { len: 2 }, mutates: false };
-        let sums = runner.run(request)?.sums;
+        let output = runner.run(request)?;
+        let penalty = match (penalty, output.payloads.as_slice()) {
+            (Some(penalty), _) => penalty,
+            (None, [norm]) => self.config.l2() * solo::decode_scalar(norm, "squared norm")?,
+            (None, payloads) => {
+                return Err(EngineError::Corrupt(format!("{} payloads for one slot", payloads.len())).into());
+            }
+        };
+        let sums = output.sums;
         let (loss, conjugate) = (from_fixed128(sums.sums[0]), from_fixed128(sums.sums[1]));
         Ok(EpochRecord::new(loss + penalty, -conjugate - penalty))
     }
@@ -343,13 +357,29 @@ impl Cocoa {
     }
 
     /// The local solve of an epoch with one slot ([`solo`]): the slot solves on its own
-    /// model and reports what changed, which the master writes into its state.
-    fn solo_epoch<R: Runner<CocoaKernel>>(&mut self, runner: &mut R, tolerance: f64) -> Result<EpochChanges, R::Error> {
-        let phase = CocoaPhase::SoloSolve { epoch: self.state.epoch, tolerance };
+    /// model and, when the epoch must be recoverable, reports what changed, which the master
+    /// writes into its state (first collecting what earlier epochs left on the slot).
+    /// Otherwise only the progress statistic crosses, and the state falls behind the slot.
+    fn solo_epoch<R: Runner<CocoaKernel>>(
+        &mut self,
+        runner: &mut R,
+        tolerance: f64,
+        recovery: Recovery,
+    ) -> Result<EpochChanges, R::Error> {
+        let report = recovery == Recovery::Needed;
+        if report {
+            self.settle(runner)?;
+        }
+        let phase = CocoaPhase::SoloSolve { epoch: self.state.epoch, tolerance, report };
         let output = runner.run(PhaseRequest { phase, reduction: Reduction::None, mutates: true })?;
         let [payload] = output.payloads.as_slice() else {
             return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
         };
+        if !report {
+            self.behind = true;
+            let progress = solo::decode_scalar(payload, "progress statistic")?;
+            return Ok(EpochChanges { alpha: Vec::new(), v: Vec::new(), w: Vec::new(), progress });
+        }
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
         let alpha = solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
         Ok(EpochChanges { alpha, v: Vec::new(), w: report.w, progress: report.progress })
@@ -387,6 +417,7 @@ impl Algorithm for Cocoa {
 
     fn set_state(&mut self, state: CocoaState) {
         self.state = state;
+        self.behind = false;
         self.sync_kernel();
     }
 
@@ -441,7 +472,14 @@ impl Algorithm for Cocoa {
     }
 
     /// One epoch: local solves, then the objectives, then (elastic) the scale-in decision.
-    fn next_iter<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<Iteration<CocoaStep>, R::Error> {
+    /// Only a lone slot's epoch differs with `recovery` ([`solo`]); a runner that can lose
+    /// its slot always gets whole epochs, whatever it was told, so its mirror stays whole.
+    fn next_iter<R: Runner<CocoaKernel>>(
+        &mut self,
+        runner: &mut R,
+        recovery: Recovery,
+    ) -> Result<Iteration<CocoaStep>, R::Error> {
+        let recovery = if runner.loses_units() { Recovery::Needed } else { recovery };
         let elastic = self.config.elastic().copied();
         if elastic.is_some_and(|e| e.clock() == Clock::Wall) && self.clock.is_none() {
             return Err(EngineError::InvalidParameter {
@@ -460,7 +498,7 @@ impl Algorithm for Cocoa {
             self.state.alpha.len(),
         );
         let changes = match self.solo() {
-            true => self.solo_epoch(runner, tolerance)?,
+            true => self.solo_epoch(runner, tolerance, recovery)?,
             false => self.exchange_epoch(runner, tolerance)?,
         };
         let EpochChanges { alpha: alpha_changes, v: v_changes, w: w_changes, progress } = changes;
@@ -500,6 +538,8 @@ impl Algorithm for Cocoa {
             _ => None,
         };
         if let Some(decision) = scale_in {
+            // The merged slots are rebuilt from the state: it must be whole.
+            self.settle(runner)?;
             self.state.slots = decision.to;
             self.state.scale_ins.push(decision);
             self.sync_kernel();
@@ -518,6 +558,23 @@ impl Algorithm for Cocoa {
             progress,
         };
         Ok(Iteration { epoch_done: true, step, note })
+    }
+
+    /// A lone slot's duals and model into the state, after epochs that left them on the slot
+    /// ([`CocoaPhase::SoloCollect`]: one phase, no unit state changed).
+    fn settle<R: Runner<CocoaKernel>>(&mut self, runner: &mut R) -> Result<(), R::Error> {
+        if !self.behind {
+            return Ok(());
+        }
+        let request = PhaseRequest { phase: CocoaPhase::SoloCollect, reduction: Reduction::None, mutates: false };
+        let output = runner.run(request)?;
+        let [payload] = output.payloads.as_slice() else {
+            return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
+        };
+        let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
+        solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
+        self.behind = false;
+        Ok(())
     }
 
     /// The objective and gap of the last epoch whose gap was computed, `stale` when that is

@@ -5,7 +5,7 @@
 
 use super::tests::{relative, train};
 use super::*;
-use crate::algorithm::{Algorithm, encode};
+use crate::algorithm::{Algorithm, Recovery, encode};
 use crate::loss::Loss;
 use crate::rng::SplitMix64;
 use crate::runner::LocalRunner;
@@ -178,7 +178,7 @@ fn rebuilt_slots_a_restarted_master_and_scale_ins_repeat_bit_for_bit() {
     let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
     for epoch in 0..30 {
-        cocoa.next_iter(&mut runner).unwrap();
+        cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
         if epoch % 7 == 2 {
             runner.restore_all(&cocoa.mirror()).unwrap();
         }

@@ -3,7 +3,7 @@
 //! (every dual stays below every primal), and a divergence ends in an error, not a model.
 
 use super::*;
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Recovery};
 use crate::loss::Loss;
 use crate::runner::LocalRunner;
 
@@ -58,7 +58,7 @@ fn a_diverging_cap_stops_with_a_range_error_not_a_model() {
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
     let error = loop {
         assert!(cocoa.stop_reason().is_none(), "the run converged or ran out of epochs instead of diverging");
-        if let Err(e) = cocoa.next_iter(&mut runner) {
+        if let Err(e) = cocoa.next_iter(&mut runner, Recovery::Needed) {
             break e;
         }
     };

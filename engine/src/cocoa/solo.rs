@@ -13,7 +13,14 @@
 //! what the master's state needs — the dual variables and the entries of `w` that moved, bit
 //! for bit ([`SoloReport`]) — which the master writes into its state (the checkpoint's step)
 //! and the runner's mirror (what a redone or handed-over slot is rebuilt from). The gap pass
-//! runs on the slot's own model ([`CocoaPhase::EvaluateOwn`](super::CocoaPhase::EvaluateOwn)).
+//! runs on the slot's own model ([`CocoaPhase::EvaluateOwn`](super::CocoaPhase::EvaluateOwn)),
+//! which also sums `|w|^2` for the penalty.
+//!
+//! That report serves only recovery, so it is sent only when an epoch must be recoverable
+//! ([`Recovery::Needed`](crate::algorithm::Recovery): a checkpoint follows, or the runner
+//! can lose the slot). Otherwise the slot returns its progress statistic alone and the master's
+//! duals and `w` fall behind, until a [`CocoaPhase::SoloCollect`](super::CocoaPhase::SoloCollect)
+//! brings the whole of them ([`collect`]: at the run's end, before a `Needed` epoch).
 //!
 //! Bytes: `w` is the slot's sequence of `f64` sparse additions from zero, as LIBLINEAR's `w`
 //! is, no longer rounded through the fixed-point `v` at each epoch's end; so a K = 1 run's
@@ -96,12 +103,16 @@ fn changes(before: &[f64], after: &[f64], index: impl Fn(usize) -> u32) -> Vec<(
 }
 
 /// Runs a `SoloSolve` on `unit`, whose rows are gathered: H SDCA passes on its own model.
+/// With `report`, the payload is what changed ([`encode_report`]); without, the progress
+/// statistic alone ([`decode_scalar`]): the model is not copied before the solve nor
+/// compared after it, and neither the duals nor the changes are written.
 pub(super) fn run(
     kernel: &CocoaKernel,
     unit: usize,
     state: &mut SlotState,
     epoch: u32,
     tolerance: f64,
+    report: bool,
 ) -> Result<UnitOutput, EngineError> {
     if kernel.units() != 1 {
         return Err(EngineError::Corrupt(format!("a solo solve on {} slots", kernel.units())));
@@ -117,10 +128,46 @@ pub(super) fn run(
     let orders: Vec<Vec<u32>> =
         (0..kernel.local_passes).map(|pass| kernel.layout.pass_order(unit, kernel.seed, epoch, pass)).collect();
     let problem = Subproblem { loss: kernel.loss, lambda: kernel.lambda, sigma: kernel.sigma, tolerance };
+    let orders = orders.iter().map(Vec::as_slice);
+    if !report {
+        let progress = solo_solve(problem, rows, alpha, model, orders);
+        return Ok(UnitOutput { sums: Contribution::Nothing, payload: progress.to_le_bytes().to_vec() });
+    }
     let before = model.clone();
-    let progress = solo_solve(problem, rows, alpha, model, orders.iter().map(Vec::as_slice));
+    let progress = solo_solve(problem, rows, alpha, model, orders);
     let w = changes(&before, model, |k| rows.globals[k]);
     Ok(UnitOutput { sums: Contribution::Nothing, payload: encode_report(alpha, &w, progress) })
+}
+
+/// A `SoloCollect` on a lone slot whose rows are gathered: all its duals and every entry of
+/// its model over its local features (ascending, as [`SlotRows::globals`] is), progress 0.
+/// The features it holds no non-zero of are 0 in the master's model as in the slot's.
+pub(super) fn collect(kernel: &CocoaKernel, state: &mut SlotState) -> Result<UnitOutput, EngineError> {
+    let SlotState { alpha, rows, model, .. } = state;
+    let rows = rows.as_ref().expect("the kernel gathers the rows first");
+    let model = model.as_mut().ok_or_else(|| EngineError::Corrupt("a lone slot without its model".into()))?;
+    let local = model.local(rows, kernel.features())?;
+    let w: Vec<(u32, f64)> = rows.globals.iter().copied().zip(local.iter().copied()).collect();
+    Ok(UnitOutput { sums: Contribution::Nothing, payload: encode_report(alpha, &w, 0.0) })
+}
+
+/// `|w|^2` of a lone slot's local model, summed in ascending feature order: the bits the
+/// master's sum over all features gives (the features the slot does not hold add `+0.0`).
+pub fn squared_norm(local: &[f64]) -> f64 {
+    local.iter().map(|x| x * x).sum()
+}
+
+/// The 8 little-endian bytes of an `EvaluateOwn`'s squared norm, or of a `SoloSolve`'s
+/// progress statistic when it sent no report: checked finite and not negative.
+pub fn decode_scalar(payload: &[u8], what: &str) -> Result<f64, EngineError> {
+    let bytes: [u8; 8] = payload
+        .try_into()
+        .map_err(|_| EngineError::Corrupt(format!("lone slot: {what} of {} bytes", payload.len())))?;
+    let value = f64::from_le_bytes(bytes);
+    match value.is_finite() && value >= 0.0 {
+        true => Ok(value),
+        false => Err(EngineError::Corrupt(format!("lone slot: {what} {value}"))),
+    }
 }
 
 /// A report as bytes (the layout is [`SoloReport`]'s).

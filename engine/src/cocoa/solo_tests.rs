@@ -1,10 +1,12 @@
 //! One slot without the exchange ([`super::solo`]): the lone slot's model against the
 //! optimum and against `X'alpha / lambda` recomputed from the rows, and its bytes through
-//! repeats, rebuilt slots, handovers, a replayed checkpoint and a scale-in to one slot.
+//! repeats, rebuilt slots, handovers, a replayed checkpoint and a scale-in to one slot; and
+//! epochs that leave the duals and the model on the slot until they are collected.
 
 use super::tests::{config, elastic, problem, relative, train, train_keeping_steps, weights_bits};
 use super::*;
-use crate::algorithm::{Algorithm, Kernel, decode, encode};
+use crate::algorithm::{Algorithm, Kernel, PhaseOutput, PhaseRequest, Recovery, Runner, decode, encode};
+use crate::error::EngineError;
 use crate::loss::Loss;
 use crate::reference;
 use crate::runner::LocalRunner;
@@ -61,7 +63,7 @@ fn a_lone_slot_gives_the_same_bytes_however_it_is_served() {
         let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 1);
         let mut steps = Vec::new();
         while cocoa.stop_reason().is_none() {
-            let step = cocoa.next_iter(&mut runner).unwrap().step;
+            let step = cocoa.next_iter(&mut runner, Recovery::Needed).unwrap().step;
             steps.push(decode::<CocoaStep>(&encode(&step), "step").unwrap());
             if cocoa.state().epoch % 4 == 2 {
                 runner.restore_all(&cocoa.mirror()).unwrap();
@@ -83,7 +85,7 @@ fn a_lone_slot_gives_the_same_bytes_however_it_is_served() {
         let mut runner = LocalRunner::new(resumed.kernel().clone(), &problem.grid, 2);
         runner.restore_all(&resumed.mirror()).unwrap();
         while resumed.stop_reason().is_none() {
-            resumed.next_iter(&mut runner).unwrap();
+            resumed.next_iter(&mut runner, Recovery::Needed).unwrap();
         }
         assert_eq!(encode(one.state()), encode(resumed.state()), "{loss:?}: restarted master");
     }
@@ -107,7 +109,7 @@ fn a_scale_in_to_one_slot_switches_to_its_model_and_repeats() {
     let mut disturbed = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(disturbed.kernel().clone(), &problem.grid, 2);
     while disturbed.stop_reason().is_none() {
-        disturbed.next_iter(&mut runner).unwrap();
+        disturbed.next_iter(&mut runner, Recovery::Needed).unwrap();
         if disturbed.state().epoch.is_multiple_of(2) {
             runner.restore_all(&disturbed.mirror()).unwrap();
         }
@@ -122,7 +124,7 @@ fn a_scale_in_to_one_slot_switches_to_its_model_and_repeats() {
     let mut runner = LocalRunner::new(replayed.kernel().clone(), &problem.grid, 1);
     runner.restore_all(&replayed.mirror()).unwrap();
     while replayed.stop_reason().is_none() {
-        replayed.next_iter(&mut runner).unwrap();
+        replayed.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     assert_eq!(encode(state), encode(replayed.state()));
 }
@@ -160,4 +162,118 @@ fn a_damaged_lone_slot_report_or_base_is_refused() {
     let slot_rows = three.kernel().layout().slot_rows(0).len();
     let several = SlotBase { alpha: vec![0.0; slot_rows], w: vec![0.0; problem.features] };
     assert!(three.kernel().restore(0, &several, &problem.grid).is_err());
+}
+
+/// A [`LocalRunner`] that records each phase and its payloads' sizes, and says it can lose
+/// its units when `loses` (as the distributed runner does).
+struct Watched<'g> {
+    inner: LocalRunner<'g, CocoaKernel, crate::grid::InMemoryGrid>,
+    loses: bool,
+    seen: Vec<(CocoaPhase, Vec<usize>)>,
+}
+
+impl Runner<CocoaKernel> for Watched<'_> {
+    type Error = EngineError;
+
+    fn run(&mut self, request: PhaseRequest<CocoaPhase>) -> Result<PhaseOutput, EngineError> {
+        let phase = request.phase.clone();
+        let output = self.inner.run(request)?;
+        self.seen.push((phase, output.payloads.iter().map(Vec::len).collect()));
+        Ok(output)
+    }
+
+    fn loses_units(&self) -> bool {
+        self.loses
+    }
+
+    fn reconfigure(&mut self, kernel: CocoaKernel, mirror: CocoaMirror) -> Result<(), EngineError> {
+        self.inner.reconfigure(kernel, mirror)
+    }
+}
+
+/// Runs `config` to its stop, asking for `recovery(epoch)` before each epoch (0-based), then
+/// settles; returns the run and the phases its runner saw.
+fn run_with(
+    problem: &crate::synthetic::Problem,
+    config: CocoaConfig,
+    loses: bool,
+    recovery: impl Fn(u32) -> Recovery,
+) -> (Cocoa, Vec<(CocoaPhase, Vec<usize>)>) {
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let inner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 1);
+    let mut runner = Watched { inner, loses, seen: Vec::new() };
+    while cocoa.stop_reason().is_none() {
+        let epoch = cocoa.state().epoch;
+        cocoa.next_iter(&mut runner, recovery(epoch)).unwrap();
+    }
+    cocoa.settle(&mut runner).unwrap();
+    (cocoa, runner.seen)
+}
+
+/// Epochs that need not be recoverable leave the duals and the model on the slot: only the
+/// progress statistic crosses (8 bytes), and one collection at the end brings the state the
+/// reporting run has, bit for bit — the model, the duals and every computed gap. A run that
+/// switches between the two (a `Needed` epoch collects first) ends in the same state too.
+#[test]
+fn a_lone_slot_reports_only_when_its_state_must_be_recoverable() {
+    for loss in [Loss::Logistic, Loss::Hinge, Loss::Squared] {
+        let problem = problem(loss, 24);
+        let config = config(loss, 0.1, 1, 1, 5000, 1e-9);
+        let (whole, seen) = run_with(&problem, config, false, |_| Recovery::Needed);
+        let reports = |seen: &[(CocoaPhase, Vec<usize>)]| {
+            seen.iter().filter(|(p, _)| matches!(p, CocoaPhase::SoloSolve { report: true, .. })).count()
+        };
+        assert_eq!(reports(&seen) as u32, whole.state().epoch, "{loss:?}");
+        assert!(!seen.iter().any(|(p, _)| *p == CocoaPhase::SoloCollect), "{loss:?}: nothing to collect");
+
+        let (deferred, seen) = run_with(&problem, config, false, |_| Recovery::Deferred);
+        assert_eq!(encode(deferred.state()), encode(whole.state()), "{loss:?}");
+        assert_eq!(weights_bits(&deferred), weights_bits(&whole), "{loss:?}");
+        assert_eq!(reports(&seen), 0, "{loss:?}");
+        for (phase, sizes) in &seen {
+            if let CocoaPhase::SoloSolve { .. } | CocoaPhase::EvaluateOwn = phase {
+                assert_eq!(sizes, &[8], "{loss:?}: {phase:?}");
+            }
+        }
+        let collects = seen.iter().filter(|(p, _)| *p == CocoaPhase::SoloCollect).count();
+        assert_eq!(collects, 1, "{loss:?}: collected once, at the end");
+
+        let (mixed, seen) =
+            run_with(&problem, config, false, |e| if e % 3 == 1 { Recovery::Needed } else { Recovery::Deferred });
+        assert_eq!(encode(mixed.state()), encode(whole.state()), "{loss:?}: mixed");
+        assert!(seen.iter().filter(|(p, _)| *p == CocoaPhase::SoloCollect).count() > 1, "{loss:?}");
+    }
+}
+
+/// A `Needed` epoch after deferred ones leaves the state and the step the reporting run
+/// has after that epoch: the collection comes first, so the step holds that epoch's changes.
+/// A runner that can lose its slot gets whole epochs whatever it is asked, so its mirror
+/// never falls behind.
+#[test]
+fn a_recoverable_epoch_after_deferred_ones_is_whole() {
+    let problem = problem(Loss::Logistic, 25);
+    let config = config(Loss::Logistic, 0.1, 1, 1, 12, 0.0);
+    let (_, steps) = train_keeping_steps(&problem, config, |_, _| {});
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 1);
+    for _ in 0..4 {
+        cocoa.next_iter(&mut runner, Recovery::Deferred).unwrap();
+    }
+    let step = cocoa.next_iter(&mut runner, Recovery::Needed).unwrap().step;
+    assert_eq!(encode(&step), encode(&steps[4]));
+    let mut replayed = Cocoa::for_grid(config, &problem.grid).unwrap();
+    for step in steps.iter().take(5).cloned() {
+        replayed.replay(step).unwrap();
+    }
+    assert_eq!(encode(cocoa.state()), encode(replayed.state()));
+
+    let (lossy, seen) = run_with(&problem, config, true, |_| Recovery::Deferred);
+    assert!(seen.iter().all(|(p, _)| !matches!(p, CocoaPhase::SoloSolve { report: false, .. })));
+    assert_eq!(encode(lossy.state()), encode(replayed_to_end(&problem, config, &steps).state()));
+}
+
+fn replayed_to_end(problem: &crate::synthetic::Problem, config: CocoaConfig, steps: &[CocoaStep]) -> Cocoa {
+    let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+    steps.iter().cloned().for_each(|s| cocoa.replay(s).unwrap());
+    cocoa
 }

@@ -2,7 +2,7 @@
 //! its duality gap against the true distance to the optimum, and its determinism.
 
 use super::*;
-use crate::algorithm::{Algorithm, Kernel, encode};
+use crate::algorithm::{Algorithm, Kernel, Recovery, encode};
 use crate::grid::Cell;
 use crate::loss::Loss;
 use crate::reference;
@@ -24,7 +24,7 @@ pub(super) fn train(problem: &Problem, config: CocoaConfig, threads: usize) -> C
     let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, threads);
     while cocoa.stop_reason().is_none() {
-        cocoa.next_iter(&mut runner).unwrap();
+        cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     cocoa
 }
@@ -40,7 +40,7 @@ pub(super) fn train_keeping_steps(
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
     let mut steps = Vec::new();
     while cocoa.stop_reason().is_none() {
-        let step = cocoa.next_iter(&mut runner).unwrap().step;
+        let step = cocoa.next_iter(&mut runner, Recovery::Needed).unwrap().step;
         steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
         between(&cocoa, &mut runner);
     }
@@ -162,7 +162,7 @@ fn certify_every_epoch(problem: &Problem, loss: Loss, l2: f64, slots: &[u32], to
         let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
         let mut previous_dual = f64::NEG_INFINITY;
         while cocoa.stop_reason().is_none() {
-            cocoa.next_iter(&mut runner).unwrap();
+            cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
             let record = *cocoa.state().history.last().unwrap();
             let w = cocoa.flat_weights();
             let primal = reference::objective(loss, &problem.rows, &problem.targets, &w, l2);
@@ -219,7 +219,7 @@ fn slots_rebuilt_from_committed_duals_give_identical_runs() {
         let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
         let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
         for epoch in 0..12 {
-            cocoa.next_iter(&mut runner).unwrap();
+            cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
             if epoch % 4 == 1 {
                 runner.restore_all(&cocoa.mirror()).unwrap();
             }
@@ -310,7 +310,7 @@ fn elastic_runs_scale_in_reach_the_optimum_and_repeat_bit_for_bit() {
     let mut disturbed = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(disturbed.kernel().clone(), &problem.grid, 2);
     while disturbed.stop_reason().is_none() {
-        disturbed.next_iter(&mut runner).unwrap();
+        disturbed.next_iter(&mut runner, Recovery::Needed).unwrap();
         if disturbed.state().epoch.is_multiple_of(3) {
             runner.restore_all(&disturbed.mirror()).unwrap();
         }
@@ -332,7 +332,7 @@ fn replayed_scale_ins_resume_the_run_where_it_was() {
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 2);
     let mut steps = Vec::new();
     while cocoa.state().epoch < first.epoch + 1 {
-        let step = cocoa.next_iter(&mut runner).unwrap().step;
+        let step = cocoa.next_iter(&mut runner, Recovery::Needed).unwrap().step;
         steps.push(crate::algorithm::decode::<CocoaStep>(&encode(&step), "step").unwrap());
     }
     // The restarted master: a fresh algorithm, the steps replayed, a new runner on its kernel.
@@ -346,7 +346,7 @@ fn replayed_scale_ins_resume_the_run_where_it_was() {
     let mut runner = LocalRunner::new(resumed.kernel().clone(), &problem.grid, 2);
     runner.restore_all(&resumed.mirror()).unwrap();
     while resumed.stop_reason().is_none() {
-        resumed.next_iter(&mut runner).unwrap();
+        resumed.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     assert_eq!(encode(resumed.state()), encode(undisturbed.state()));
     assert!(resumed.state().slots >= 2, "never below the minimum");
@@ -354,7 +354,7 @@ fn replayed_scale_ins_resume_the_run_where_it_was() {
     // A step whose scale-in does not follow from the state is refused.
     let mut bad = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(bad.kernel().clone(), &problem.grid, 1);
-    let mut step = bad.next_iter(&mut runner).unwrap().step;
+    let mut step = bad.next_iter(&mut runner, Recovery::Needed).unwrap().step;
     step.scale_in = Some(ScaleIn { from: 4, ..first });
     let mut fresh = Cocoa::for_grid(config, &problem.grid).unwrap();
     assert!(fresh.replay(step.clone()).is_err());
@@ -370,12 +370,15 @@ fn the_wall_clock_policy_is_refused_without_a_clock() {
         config(Loss::Logistic, 0.1, 4, 1, 5, 0.0).with_elastic(ElasticConfig::chicle(1, Clock::Wall).unwrap()).unwrap();
     let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
     let mut runner = LocalRunner::new(cocoa.kernel().clone(), &problem.grid, 1);
-    assert!(matches!(cocoa.next_iter(&mut runner), Err(EngineError::InvalidParameter { name: "elastic clock", .. })));
+    assert!(matches!(
+        cocoa.next_iter(&mut runner, Recovery::Needed),
+        Err(EngineError::InvalidParameter { name: "elastic clock", .. })
+    ));
     let ticks = std::sync::atomic::AtomicU64::new(0);
     let ticks: &'static _ = Box::leak(Box::new(ticks));
     let mut cocoa = Cocoa::for_grid(config, &problem.grid)
         .unwrap()
         .with_clock(Box::new(|| ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) as f64));
-    cocoa.next_iter(&mut runner).unwrap();
+    cocoa.next_iter(&mut runner, Recovery::Needed).unwrap();
     assert_eq!(cocoa.state().history[0].seconds, Some(1.0), "one tick per epoch");
 }

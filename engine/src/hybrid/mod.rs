@@ -44,7 +44,7 @@ pub use config::{BatchSolver, LinearConfig, Mixing, Mode, Precondition};
 pub use kernel::{LinearKernel, LinearPhase};
 pub use state::{LinearState, LinearStep};
 
-use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Reduction, Runner, StopReason};
+use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Recovery, Reduction, Runner, StopReason};
 use crate::error::EngineError;
 use crate::fixed::from_fixed128;
 use crate::grid::BlockShape;
@@ -407,7 +407,12 @@ impl Algorithm for Linear {
 
     /// One epoch: (first) the objective at 0; then the warm start, an L-BFGS iteration or a
     /// mixing round.
-    fn next_iter<R: Runner<LinearKernel>>(&mut self, runner: &mut R) -> Result<Iteration<LinearStep>, R::Error> {
+    /// The state is all on the master: the same iteration whatever `recovery` says.
+    fn next_iter<R: Runner<LinearKernel>>(
+        &mut self,
+        runner: &mut R,
+        _recovery: Recovery,
+    ) -> Result<Iteration<LinearStep>, R::Error> {
         let (mut pair, mut dropped, mut note, mut diagonal) = (None, 0, None, None);
         if self.state.f.is_none() {
             // L-BFGS alone starts here: its preconditioner is this point's.

@@ -2,7 +2,7 @@
 //! Newton, closed-form ridge), with finite-difference gradients and their determinism.
 
 use super::*;
-use crate::algorithm::{Algorithm, encode};
+use crate::algorithm::{Algorithm, Recovery, encode};
 use crate::loss::Loss;
 use crate::reference;
 use crate::rng::SplitMix64;
@@ -24,7 +24,7 @@ fn run(p: &Problem, config: LinearConfig, threads: usize) -> Linear {
     let mut linear = Linear::for_grid(config, &p.grid).unwrap();
     let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, threads);
     while linear.stop_reason().is_none() {
-        linear.next_iter(&mut runner).unwrap();
+        linear.next_iter(&mut runner, Recovery::Needed).unwrap();
     }
     linear
 }
@@ -147,7 +147,7 @@ fn every_accepted_lbfgs_step_satisfies_the_strong_wolfe_conditions() {
         let before = linear.state().clone();
         // The step taken: w' = w + t d with d = -H g from the pairs before it.
         let d = lbfgs::direction(&before.g, &before.pairs, linear.initial());
-        linear.next_iter(&mut runner).unwrap();
+        linear.next_iter(&mut runner, Recovery::Needed).unwrap();
         let after = linear.state();
         if before.f.is_none() || after.stalled {
             continue;
@@ -243,7 +243,7 @@ fn a_checkpointed_run_replays_to_the_same_state() {
     let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, 2);
     let mut steps = Vec::new();
     while linear.stop_reason().is_none() {
-        steps.push(encode(&linear.next_iter(&mut runner).unwrap().step));
+        steps.push(encode(&linear.next_iter(&mut runner, Recovery::Needed).unwrap().step));
     }
     let mut replayed = Linear::for_grid(config, &p.grid).unwrap();
     for step in steps {
@@ -345,7 +345,7 @@ fn a_checkpointed_newton_run_replays_to_the_same_state() {
     let mut replayed = Linear::for_grid(config, &p.grid).unwrap();
     let mut runner = LocalRunner::new(live.kernel().clone(), &p.grid, 2);
     while live.stop_reason().is_none() {
-        let step = live.next_iter(&mut runner).unwrap().step;
+        let step = live.next_iter(&mut runner, Recovery::Needed).unwrap().step;
         replayed.replay(step).unwrap();
         assert_eq!(encode(live.state()), encode(replayed.state()));
     }

@@ -14,7 +14,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod step;
 
-use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Reduction, Runner, StopReason};
+use crate::algorithm::{Algorithm, Iteration, PhaseRequest, Progress, Recovery, Reduction, Runner, StopReason};
 use crate::error::EngineError;
 use crate::fixed::{ExactSums, PredictionRange};
 use crate::grid::BlockShape;
@@ -553,7 +553,12 @@ impl Algorithm for Scd {
         Ok(())
     }
 
-    fn next_iter<R: Runner<ScdKernel>>(&mut self, runner: &mut R) -> Result<Iteration<ScdStep>, R::Error> {
+    /// The state is all on the master: the same iteration whatever `recovery` says.
+    fn next_iter<R: Runner<ScdKernel>>(
+        &mut self,
+        runner: &mut R,
+        _recovery: Recovery,
+    ) -> Result<Iteration<ScdStep>, R::Error> {
         let (_, step) = self.step(&mut Phases(runner))?;
         Ok(Iteration { epoch_done: matches!(step, ScdStep::Epoch(_)), step, note: None })
     }

@@ -496,8 +496,14 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let mut runner = server.runner();
         let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
         let scale = layout.manifest.target_scale(train.loss);
-        let outcome =
-            driver::drive(&mut algorithm, &mut runner, sizes, progress, &mut trace, |algorithm, iteration, trace| {
+        let outcome = driver::drive(
+            &mut algorithm,
+            &mut runner,
+            sizes,
+            progress,
+            &mut trace,
+            checkpoints.is_some(),
+            |algorithm, iteration, trace| {
                 let version = server.bases.version();
                 let report = algorithm.progress();
                 let decisions = algorithm.scaling_decisions();
@@ -529,8 +535,9 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                     }
                 });
                 Ok(())
-            })
-            .and_then(|seconds| driver::finish(train, layout, &algorithm, trace, seconds));
+            },
+        )
+        .and_then(|seconds| driver::finish(train, layout, &algorithm, trace, seconds));
         if let (Err(LineaError::Stopped(_)), Some(signal)) = (&outcome, hub.stopped_by()) {
             // Stopped between iterations: what the last one left is in the checkpoint (it
             // was written before the next phase was asked for), so this is all there is to
