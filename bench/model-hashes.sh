@@ -4,7 +4,7 @@
 # that claims "the same bytes" must print the same lines. SCD is named (`--algorithm scd`):
 # `linea train`'s default chooses the algorithm from the data.
 #
-#   bench/model-hashes.sh [--cocoa] [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
+#   bench/model-hashes.sh [--cocoa|--linear] [OUT_DIR]     (default $LINEA_CACHE/model-hashes; about 1 min here)
 #
 # Each set is prepared as the tests prepare it, then trained twice: with the defaults
 # (the stopping rule decides) and with `--tolerance 0 --epochs 40` (a fixed, longer run
@@ -15,14 +15,20 @@
 # one-slot path, docs/algorithms.md "One slot"), and `k3`, three slots for a fixed 15
 # epochs (`--gap-tolerance 0`), each on 1 and 2 threads; not adult and protein-kdd2004,
 # where no dual coordinate method converges (docs/benchmarks.md, issue 13).
+#
+# --linear: the batch family's models instead (l2 = 1, at most 200 epochs each): `lbfgs`,
+# `hybrid` (K = 4 slots; 1 on rcv1-small, which has one grain of rows) and `ipm` (K as the
+# hybrid, 10 epochs), each on 1 and 2 threads, plus a9a with squared loss (`a9a-squared`),
+# the case that made the hybrid's warm start diverge (docs/algorithms.md, the hybrid).
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 cocoa=false
-if [ "${1:-}" = --cocoa ]; then
-    cocoa=true
-    shift
-fi
+linear=false
+case "${1:-}" in
+    --cocoa) cocoa=true && shift ;;
+    --linear) linear=true && shift ;;
+esac
 out="${1:-$LINEA_CACHE/model-hashes}"
 mkdir -p "$out"
 
@@ -37,6 +43,7 @@ sets=(
     "protein-kdd2004|protein-kdd2004/protein.parquet|logistic|--format parquet --label target --ignore EXAMPLE_ID,BLOCK_ID"
     "movielens-100k|movielens-100k/ratings.vw|squared|--format vw"
 )
+$linear && sets+=("a9a-squared|a9a/a9a.train.libsvm|squared|--format libsvm")
 for entry in "${sets[@]}"; do
     IFS='|' read -r name input loss prep <<<"$entry"
     if $cocoa && { [ "$name" = adult ] || [ "$name" = protein-kdd2004 ]; }; then
@@ -49,12 +56,18 @@ for entry in "${sets[@]}"; do
     fi
     runs=(default long)
     $cocoa && runs=(k1 k3)
+    $linear && runs=(lbfgs hybrid ipm)
+    slots=4
+    [ "$name" = rcv1-small ] && slots=1
     for run in "${runs[@]}"; do
         case "$run" in
             default) extra=(--algorithm scd) ;;
             long) extra=(--algorithm scd --tolerance 0 --epochs 40) ;;
             k1) extra=(--algorithm cocoa --slots 1 --gap-tolerance 1e-6) ;;
             k3) extra=(--algorithm cocoa --slots 3 --gap-tolerance 0 --epochs 15) ;;
+            lbfgs) extra=(--algorithm lbfgs --epochs 200) ;;
+            hybrid) extra=(--algorithm hybrid --slots "$slots" --epochs 200) ;;
+            ipm) extra=(--algorithm ipm --slots "$slots" --epochs 10) ;;
         esac
         for threads in 1 2; do
             model="$out/$name.$run.t$threads.model"

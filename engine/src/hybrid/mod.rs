@@ -251,8 +251,9 @@ impl Linear {
     }
 
     /// Agarwal et al.'s warm start: every slot's AdaGrad pass, averaged per feature with
-    /// the slots' accumulators as weights.
-    fn warm_start<R: Runner<LinearKernel>>(&self, runner: &mut R) -> Result<Vec<f64>, R::Error> {
+    /// the slots' accumulators as weights: the candidate the hybrid's first epoch weighs
+    /// against the start.
+    pub fn warm_start<R: Runner<LinearKernel>>(&self, runner: &mut R) -> Result<Vec<f64>, R::Error> {
         let features = self.kernel.features();
         let request = PhaseRequest {
             phase: LinearPhase::Adagrad,
@@ -262,6 +263,47 @@ impl Linear {
         let sums = runner.run(request)?.sums.sums;
         let slots = self.kernel.layout().slots() as f64;
         Ok((0..features).map(|j| from_fixed128(sums[j]) / (slots + from_fixed128(sums[features + j]))).collect())
+    }
+
+    /// The hybrid's first epoch: the averaged AdaGrad model ([`Self::warm_start`]) if its
+    /// objective is at most the objective at the start (`w = 0`), else the start itself —
+    /// so the batch solver never begins from a worse point than it would without the warm
+    /// start. Both objectives are exact sums, so the choice is the same for any worker
+    /// count, tree shape and through a restart (the epoch's step records the point taken).
+    /// With the preconditioner on, the diagonal is the chosen point's (a second pass at the
+    /// start when the warm start is refused). Returns the note that says which was taken,
+    /// and the diagonal.
+    fn take_warm_start<R: Runner<LinearKernel>>(
+        &mut self,
+        runner: &mut R,
+    ) -> Result<(String, Option<Vec<f64>>), R::Error> {
+        let start = self.state.f.expect("evaluated before");
+        let w = self.warm_start(runner)?;
+        let (point, warm_diagonal) = self.evaluate_with(runner, &w, self.preconditioned())?;
+        self.state.evaluations += 2;
+        let slots = self.kernel.layout().slots();
+        if point.f <= start {
+            self.state.w = w;
+            self.state.f = Some(point.f);
+            self.state.g = point.g;
+            let note = format!(
+                "AdaGrad warm start over {slots} slots: objective {:.6e} (from {start:.6e} at the start): taken",
+                point.f
+            );
+            return Ok((note, warm_diagonal));
+        }
+        let start_diagonal = if self.preconditioned() {
+            self.state.evaluations += 1;
+            self.evaluate_with(runner, &self.state.w.clone(), true)?.1
+        } else {
+            None
+        };
+        let note = format!(
+            "AdaGrad warm start over {slots} slots: objective {:.6e}, worse than {start:.6e} at the start: not \
+             taken, the batch solver starts from the start",
+            point.f
+        );
+        Ok((note, start_diagonal))
     }
 
     /// One mixing round: every slot's online pass from `w`, their weighted changes added.
@@ -430,19 +472,9 @@ impl Algorithm for Linear {
         }
         match self.config.mode() {
             Mode::Hybrid if self.state.epoch == 0 => {
-                let w = self.warm_start(runner)?;
-                let (point, warm_diagonal) = self.evaluate_with(runner, &w, self.preconditioned())?;
+                let (warm_note, warm_diagonal) = self.take_warm_start(runner)?;
                 diagonal = warm_diagonal;
-                self.state.evaluations += 2;
-                note = Some(format!(
-                    "AdaGrad warm start over {} slots: objective {:.6e} (from {:.6e} at 0)",
-                    self.kernel.layout().slots(),
-                    point.f,
-                    self.state.initial.unwrap_or(f64::NAN)
-                ));
-                self.state.w = w;
-                self.state.f = Some(point.f);
-                self.state.g = point.g;
+                note = Some(warm_note);
             }
             Mode::Lbfgs | Mode::Hybrid if self.config.solver() == BatchSolver::Newton => {
                 let (newton_diagonal, newton_note) = self.newton_step(runner)?;
