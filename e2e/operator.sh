@@ -36,6 +36,11 @@
 # once they exited (the others stay), status.elastic / workers.desired / Scaling follow, one
 # ElasticScaleIn event per decision of the master (and none repeated by an operator restarted
 # mid-run), and the model equals `linea train` with the same settings.
+# Then a hybrid job (allreduce: tree) and an IPM job (issue 15), 2 real workers each: every
+# field of their block in the master's args, Converged / MaxEpochsReached (IPM's epoch
+# budget), the objective and no gap in status.progress and `kubectl get tj`, an event, and
+# the model equal to `linea train --workers 2`. The processes of all these jobs are started
+# by e2e/hand-run.sh from their pods' arguments and environment.
 # The cocoa master pod has its metrics port (9090, `metrics`) and scrape annotations, and its
 # hand-run master's /metrics agrees with `linea status`. Last, no secret anywhere: every
 # pod, Event, TrainingJob, operator log and command line, and every hand-run process's log
