@@ -84,20 +84,33 @@ start_master() {
   MASTER_PID=$!
 }
 
-# start_worker <job> <index>: that worker pod as a process (its hostname the pod's name, as
-# in a pod), which reaches the master on 127.0.0.1 and names it by its Service; its log in
-# $STATE/<job>-worker-<index>.log, its pid in WORKER_STARTED (and in RUN_PIDS).
-start_worker() {
-  local pod="$1-worker-$2" args_text env_text args vars=()
-  args_text="$(local_args "$pod" --master=127.0.0.1:7070 --listen=127.0.0.1:0 \
-    --secret-file="$STATE/$1-client-tls/token" --tls-dir="$STATE/$1-client-tls")"
-  env_text="$(pod_env "$pod")"
-  mapfile -t args <<<"$args_text"
-  [ -z "$env_text" ] || mapfile -t vars <<<"$env_text"
-  HOSTNAME="$pod" env "${vars[@]}" "$LINEA_BIN" "${args[@]}" --master-name "$1-master.ml.svc" --threads 1 \
-    >"$STATE/$pod.log" 2>&1 &
-  WORKER_STARTED=$!
-  RUN_PIDS="$RUN_PIDS $WORKER_STARTED"
+# start_workers <job> <index>...: those worker pods as processes (each one's hostname its
+# pod's name, as in a pod), which reach the master on 127.0.0.1 and name it by its Service.
+# Every command line is read first (a pod's args and env take kubectl calls), then all start
+# at once, as pods that run together: a master does not wait for its workers, and a run of a
+# second would otherwise be over before a worker started later joined. Logs in
+# $STATE/<job>-worker-<index>.log; pids in STARTED_WORKERS, in the order given (and in RUN_PIDS).
+start_workers() {
+  local job="$1" index pod args_text env_text args vars
+  shift
+  for index in "$@"; do
+    pod="$job-worker-$index"
+    args_text="$(local_args "$pod" --master=127.0.0.1:7070 --listen=127.0.0.1:0 \
+      --secret-file="$STATE/$job-client-tls/token" --tls-dir="$STATE/$job-client-tls")"
+    env_text="$(pod_env "$pod")"
+    printf '%s\n' "$args_text" >"$STATE/$pod.args"
+    printf '%s' "$env_text" >"$STATE/$pod.env"
+  done
+  STARTED_WORKERS=()
+  for index in "$@"; do
+    pod="$job-worker-$index"
+    mapfile -t args <"$STATE/$pod.args"
+    mapfile -t vars <"$STATE/$pod.env"
+    HOSTNAME="$pod" env "${vars[@]}" "$LINEA_BIN" "${args[@]}" --master-name "$job-master.ml.svc" --threads 1 \
+      >"$STATE/$pod.log" 2>&1 &
+    STARTED_WORKERS+=($!)
+    RUN_PIDS="$RUN_PIDS $!"
+  done
 }
 
 # master_pod_running <job>: what the kubelet reports once the master runs, with the pod IP

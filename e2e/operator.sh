@@ -714,8 +714,8 @@ check "the master pod serves its metrics on containerPort 'metrics' (9090) with 
 
 svm_metrics="127.0.0.1:$(free_port)"
 start_master svm "$svm_metrics"
-start_worker svm 0
-WORKER_PID=$WORKER_STARTED
+start_workers svm 0
+WORKER_PID=${STARTED_WORKERS[0]}
 svm_epoch_2() { "$LINEA_BIN" status $(as_member svm) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 svm_epoch_2
 # The master's own /metrics (the pod's --metrics-listen, made local): its epoch lies between
@@ -739,8 +739,8 @@ master_pod_running svm
 gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
 check "the gap the running cocoa master reports is polled into status.progress.dualityGap" until_ok 30 gap_polled
 # The second worker joins mid-run: the two slots are now served by two processes.
-start_worker svm 1
-OTHER_WORKER_PID=$WORKER_STARTED
+start_workers svm 1
+OTHER_WORKER_PID=${STARTED_WORKERS[0]}
 master_finished cocoa svm "has a gap at most $COCOA_GAP" "0 <= s['dualityGap'] <= $COCOA_GAP"
 svm_succeeded() {
   equals tj/svm '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}' Succeeded/Converged &&
@@ -769,10 +769,8 @@ check "its master runs with 8 slots and the elastic policy's flags" has_args shr
 start_master shrink
 # Each worker process plays one pod: its id starts with its hostname, as in a pod.
 declare -A SHRINK_PID
-for w in $SHRINK_WORKERS; do
-  start_worker shrink "$w"
-  SHRINK_PID[$w]=$WORKER_STARTED
-done
+start_workers shrink $SHRINK_WORKERS
+for w in $SHRINK_WORKERS; do SHRINK_PID[$w]=${STARTED_WORKERS[$w]}; done
 master_pod_running shrink
 for w in $SHRINK_WORKERS; do set_pod_phase "shrink-worker-$w" Running; done
 released_seven() { [ "$(jp tj/shrink '{.status.elastic.released[*]}' | wc -w)" = 7 ] || { echo "status: $(jp tj/shrink '{.status}')"; false; }; }
@@ -888,15 +886,12 @@ took_part() { grep -Eq 'done: [1-9][0-9]* items' "$STATE/$1-worker-0.log" && gre
 # run_without_gap <algorithm> <job> <reason> <epochs condition>: the job's pods, played by
 # real processes, to Succeeded for <reason>, its master's epoch count meeting the condition.
 run_without_gap() {
-  local algorithm="$1" job="$2" reason="$3" first second
+  local algorithm="$1" job="$2" reason="$3"
   start_master "$job"
   master_pod_running "$job"
   check "the operator calls the waiting $algorithm master's status over TLS: Running, epoch 0, no gap" \
     until_ok 30 polled_before_workers "$job"
-  start_worker "$job" 0
-  first=$WORKER_STARTED
-  start_worker "$job" 1
-  second=$WORKER_STARTED
+  start_workers "$job" 0 1
   master_finished "$algorithm" "$job" "has its epochs and objective, no duality gap" \
     "($4) and s['objective'] > 0 and 'dualityGap' not in s"
   check "the $algorithm job is Succeeded ($reason): the master's epochs and objective in status.progress, no gap" \
@@ -907,7 +902,7 @@ run_without_gap() {
     "row['NAME'] == '$job' and row['PHASE'] == 'Succeeded' and row['ALGORITHM'] == '$algorithm'
      and int(row['EPOCH']) == progress['epoch'] and abs(float(row['OBJECTIVE']) - progress['objective']) <= 1e-6 * progress['objective']
      and row['GAP'] == ''"
-  check "both workers are released and exit" until_ok 30 exited "$first" "$second"
+  check "both workers are released and exit" until_ok 30 exited "${STARTED_WORKERS[@]}"
   check "... (both ran work items)" took_part "$job"
   check "linea train --workers 2 runs with the master's own arguments" train_reference "$job" --workers 2 --threads 2
   check "the $algorithm job's model equals linea train --workers 2 with the same settings, bit for bit" \
