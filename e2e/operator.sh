@@ -36,6 +36,11 @@
 # once they exited (the others stay), status.elastic / workers.desired / Scaling follow, one
 # ElasticScaleIn event per decision of the master (and none repeated by an operator restarted
 # mid-run), and the model equals `linea train` with the same settings.
+# Then a hybrid job (allreduce: tree) and an IPM job (issue 15), 2 real workers each: every
+# field of their block in the master's args, Converged / MaxEpochsReached (IPM's epoch
+# budget), the objective and no gap in status.progress and `kubectl get tj`, an event, and
+# the model equal to `linea train --workers 2`. The processes of all these jobs are started
+# by e2e/hand-run.sh from their pods' arguments and environment.
 # The cocoa master pod has its metrics port (9090, `metrics`) and scrape annotations, and its
 # hand-run master's /metrics agrees with `linea status`. Last, no secret anywhere: every
 # pod, Event, TrainingJob, operator log and command line, and every hand-run process's log
@@ -54,10 +59,10 @@ CP="$HERE/control-plane"
 . "$CP/versions.sh"
 
 passed=0 failed=0
-STATE="" OPERATOR_PID="" STANDBY_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID="" ELASTIC_PIDS=""
+STATE="" OPERATOR_PID="" STANDBY_PID="" MASTER_PID="" WORKER_PID="" OTHER_WORKER_PID="" RUN_PIDS=""
 finish() {
   local rc=$?
-  for pid in "$OPERATOR_PID" "$STANDBY_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID" $ELASTIC_PIDS; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
+  for pid in "$OPERATOR_PID" "$STANDBY_PID" "$MASTER_PID" "$WORKER_PID" "$OTHER_WORKER_PID" $RUN_PIDS; do [ -n "$pid" ] && kill "$pid" 2>/dev/null; done || true
   if [ -n "$STATE" ]; then
     if [ "$rc" -ne 0 ] || [ "$failed" -gt 0 ]; then tail -n 30 "$STATE"/operator*.log 2>/dev/null || true; fi
     "$CP/stop.sh" "$STATE" >/dev/null 2>&1 || rm -rf "$STATE"
@@ -70,6 +75,7 @@ trap finish EXIT
 
 . "$HERE/checks.sh"
 . "$HERE/operator-leader.sh"
+. "$HERE/hand-run.sh"
 
 build_release
 "$CP/build.sh" etcd kubernetes kube-controller-manager >/dev/null
@@ -614,7 +620,6 @@ LINEA_TERMINATION_LOG="$STATE/once.termination" "$LINEA_BIN" --quiet master --da
 MASTER_PID=$!
 "$LINEA_BIN" worker $(as_member once 7072) --threads 1 >"$STATE/once-worker.log" 2>&1 &
 WORKER_PID=$!
-master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
 until_ok 120 master_done
 check "the linea master wrote its final epoch count to its termination message" grep -q '"epochs":1' "$STATE/once.termination"
 set_terminated once-master Succeeded 0 Completed "$(cat "$STATE/once.termination")"
@@ -657,9 +662,9 @@ echo "       note: stopped after $((SECONDS - stop_started)) s with $(wide_pods)
 check "... having created only part of the job (it stopped, not finished)" test "$(wide_pods)" -lt 1001
 
 # ---- A CoCoA job run to the end by real `linea master` / `linea worker` processes (issue
-# 13): the operator builds its pods, the processes run with exactly the pods' arguments
-# (only addresses, paths and the secret file made local), the gap the master polls and the
-# one it stopped at reach the status and `kubectl get tj`.
+# 13): the operator builds its pods, the processes run with exactly the pods' arguments and
+# environment (only addresses, paths and the secret file made local: e2e/hand-run.sh), the
+# gap the master polls and the one it stopped at reach the status and `kubectl get tj`.
 # The operator was stopped above; a 1000-worker job would keep a new one busy, so it goes
 # first (no garbage collector runs here, so its finalizer is lifted by hand).
 k -n ml patch tj wide --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null
@@ -676,25 +681,12 @@ k -n ml create secret generic s3-creds --from-literal=AWS_ACCESS_KEY_ID="$S3_ACC
   --from-literal=AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" >/dev/null
 job_yaml svm "algorithm: {cocoa: {loss: logistic, l2: 1, localPasses: 1, gapTolerance: $COCOA_GAP, maxEpochs: 5000, seed: 3}}" \
   'workers: {replicas: 2}' "storage: {endpoint: 'http://127.0.0.1:1', credentialsSecretName: s3-creds}" | k apply -f - >/dev/null
-svm_objects() { [ "$(k -n ml get pods,services -l linea.io/job-name=svm -o name | sort | tr '\n' ' ')" = "pod/svm-master pod/svm-worker-0 pod/svm-worker-1 service/svm-master " ]; }
-check "a cocoa TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 svm_objects
-# local_args <pod> <flag>=<value>...: the pod's container args, one per line, with each
-# named flag's value replaced; fails if the pod has no such flag.
-local_args() {
-  python3 -c 'import json, sys
-args = json.loads(sys.argv[1])
-for flag, value in (a.split("=", 1) for a in sys.argv[2:]):
-    i = args.index(flag)
-    args[i + 1] = value
-print("\n".join(args))' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}"
+# two_worker_objects <job>: the job has exactly its master pod, its Service and 2 workers.
+two_worker_objects() {
+  [ "$(k -n ml get pods,services -l "linea.io/job-name=$1" -o name | sort | tr '\n' ' ')" = \
+    "pod/$1-master pod/$1-worker-0 pod/$1-worker-1 service/$1-master " ]
 }
-# has_args <pod> <args...>: the pod's args contain this exact run of arguments.
-has_args() {
-  python3 -c 'import json, sys
-args, want = json.loads(sys.argv[1]), sys.argv[2:]
-sys.exit(0 if any(args[i:i + len(want)] == want for i in range(len(args))) else 1)' "$(jp "pod/$1" '{.spec.containers[0].args}')" "${@:2}" ||
-    { echo "args of $1: $(jp "pod/$1" '{.spec.containers[0].args}')"; false; }
-}
+check "a cocoa TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 two_worker_objects svm
 svm_master_args() {
   has_args svm-master master --data s3://data/ads/grid --model s3://models/svm.model &&
     has_args svm-master --algorithm cocoa --loss logistic --l2 1 --local-passes 1 --gap-tolerance 0.0001 \
@@ -720,27 +712,10 @@ master_metrics_port() {
 check "the master pod serves its metrics on containerPort 'metrics' (9090) with prometheus.io scrape annotations" \
   master_metrics_port
 
-job_tls svm master "$STATE/svm-master-tls"
-job_tls svm client "$STATE/svm-client-tls"
-# The earlier master on 7070 was stopped; wait until its listener is gone (SO_REUSEADDR as
-# tokio binds, so connections in TIME_WAIT do not count).
-port_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 7070))'; }
-until_ok 30 port_free
 svm_metrics="127.0.0.1:$(free_port)"
-args_text="$(local_args svm-master --data="$STATE/grid" --model="$STATE/svm.model" \
-  --checkpoint="$STATE/svm.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/svm-master-tls/token" \
-  --tls-dir="$STATE/svm-master-tls" --metrics-listen="$svm_metrics")"
-mapfile -t master_args <<<"$args_text"
-# With the storage variables the pods get from the s3-creds Secret (env execs the command,
-# so $! is the process itself).
-as_pod=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY")
-LINEA_TERMINATION_LOG="$STATE/svm.termination" "${as_pod[@]}" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/svm-master.log" 2>&1 &
-MASTER_PID=$!
-args_text="$(local_args svm-worker-0 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
-  --tls-dir="$STATE/svm-client-tls")"
-mapfile -t worker_args <<<"$args_text"
-"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-0.log" 2>&1 &
-WORKER_PID=$!
+start_master svm "$svm_metrics"
+start_workers svm 0
+WORKER_PID=${STARTED_WORKERS[0]}
 svm_epoch_2() { "$LINEA_BIN" status $(as_member svm) | grep -Eq '"epoch": ([2-9]|[1-9][0-9]+),'; }
 until_ok 60 svm_epoch_2
 # The master's own /metrics (the pod's --metrics-listen, made local): its epoch lies between
@@ -760,44 +735,23 @@ sys.exit(0 if ok else f"status epochs {before}..{after}, metrics:\n{text}")' "$b
 }
 check "the master serves /metrics on the pod's --metrics-listen port: epoch between two linea status calls, the gap" \
   master_metrics_agree
-k -n ml patch pod svm-master --subresource=status --type=merge \
-  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+master_pod_running svm
 gap_polled() { [ -n "$(jp tj/svm '{.status.progress.dualityGap}')" ] || { echo "status: $(jp tj/svm '{.status}')"; false; }; }
 check "the gap the running cocoa master reports is polled into status.progress.dualityGap" until_ok 30 gap_polled
 # The second worker joins mid-run: the two slots are now served by two processes.
-args_text="$(local_args svm-worker-1 --master=127.0.0.1:7070 --listen=127.0.0.1:0 --secret-file="$STATE/svm-client-tls/token" \
-  --tls-dir="$STATE/svm-client-tls")"
-mapfile -t worker_args <<<"$args_text"
-"${as_pod[@]}" "$LINEA_BIN" "${worker_args[@]}" --master-name svm-master.ml.svc --threads 1 >"$STATE/svm-worker-1.log" 2>&1 &
-OTHER_WORKER_PID=$!
-master_done() { ! kill -0 "$MASTER_PID" 2>/dev/null; }
-check "the cocoa master runs to the end" until_ok 300 master_done
-master_rc=0
-wait "$MASTER_PID" || master_rc=$?
-check "... exits 0 and its termination message has a gap at most $COCOA_GAP" python3 -c '
-import json, sys
-summary = json.load(open(sys.argv[2]))
-sys.exit(0 if sys.argv[1] == "0" and 0 <= summary["dualityGap"] <= float(sys.argv[3]) else f"rc {sys.argv[1]}, {summary}")' \
-  "$master_rc" "$STATE/svm.termination" "$COCOA_GAP"
-set_terminated svm-master Succeeded 0 Completed "$(cat "$STATE/svm.termination")"
+start_workers svm 1
+OTHER_WORKER_PID=${STARTED_WORKERS[0]}
+master_finished cocoa svm "has a gap at most $COCOA_GAP" "0 <= s['dualityGap'] <= $COCOA_GAP"
 svm_succeeded() {
   equals tj/svm '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}' Succeeded/Converged &&
     python3 -c 'import sys; sys.exit(0 if 0 <= float(sys.argv[1]) <= float(sys.argv[2]) else 1)' \
       "$(jp tj/svm '{.status.progress.dualityGap}')" "$COCOA_GAP" || { echo "status: $(jp tj/svm '{.status}')"; false; }
 }
 check "the job is Succeeded (Converged) with status.progress.dualityGap at most $COCOA_GAP" until_ok 30 svm_succeeded
-# kubectl get tj, without -o wide: the GAP column holds the status' gap.
-k -n ml get tj svm >"$STATE/svm.get"
-sed 's/^/       /' "$STATE/svm.get"
-check "kubectl get tj shows the gap in its GAP column" python3 -c '
-import sys
-header, row = open(sys.argv[1]).read().splitlines()[:2]
-names, values = header.split(), row.split()
-shown, status = float(values[names.index("GAP")]), float(sys.argv[2])
-sys.exit(0 if names[:3] == ["NAME", "PHASE", "ALGORITHM"] and values[:3] == ["svm", "Succeeded", "cocoa"] and abs(shown - status) <= 1e-6 * status else f"{values} vs {status}")' \
-  "$STATE/svm.get" "$(jp tj/svm '{.status.progress.dualityGap}')"
-workers_exited() { ! kill -0 "$WORKER_PID" 2>/dev/null && ! kill -0 "$OTHER_WORKER_PID" 2>/dev/null; }
-check "both workers are released and exit" until_ok 30 workers_exited
+check "kubectl get tj shows the gap in its GAP column" listed svm \
+  'list(row)[:3] == ["NAME", "PHASE", "ALGORITHM"] and [row["NAME"], row["PHASE"], row["ALGORITHM"]] == ["svm", "Succeeded", "cocoa"]
+and abs(float(row["GAP"]) - progress["dualityGap"]) <= 1e-6 * progress["dualityGap"]'
+check "both workers are released and exit" until_ok 30 exited "$WORKER_PID" "$OTHER_WORKER_PID"
 
 # ---- Elastic CoCoA (issue 14): the master scales in, the operator follows.
 check "elastic with SCD is refused at admission" refused_with "elastic.enabled needs algorithm.cocoa" \
@@ -812,27 +766,12 @@ shrink_started() {
 check "an elastic cocoa job gets its master and 8 workers" until_ok 60 shrink_started
 check "its master runs with 8 slots and the elastic policy's flags" has_args shrink-master --slots 8 --elastic \
   --elastic-min-slots 1 --elastic-factor 4 --elastic-window 2 --elastic-threshold 1.25 --elastic-clock epochs
-job_tls shrink master "$STATE/shrink-master-tls"
-job_tls shrink client "$STATE/shrink-client-tls"
-until_ok 30 port_free
-args_text="$(local_args shrink-master --data="$STATE/grid" --model="$STATE/shrink.model" \
-  --checkpoint="$STATE/shrink.model.checkpoint" --listen=127.0.0.1:7070 --secret-file="$STATE/shrink-master-tls/token" \
-  --tls-dir="$STATE/shrink-master-tls" --metrics-listen=127.0.0.1:0)"
-mapfile -t master_args <<<"$args_text"
-LINEA_TERMINATION_LOG="$STATE/shrink.termination" "$LINEA_BIN" --quiet "${master_args[@]}" >"$STATE/shrink-master.log" 2>&1 &
-MASTER_PID=$!
+start_master shrink
 # Each worker process plays one pod: its id starts with its hostname, as in a pod.
 declare -A SHRINK_PID
-for w in $SHRINK_WORKERS; do
-  args_text="$(local_args "shrink-worker-$w" --master=127.0.0.1:7070 --listen=127.0.0.1:0 \
-    --secret-file="$STATE/shrink-client-tls/token" --tls-dir="$STATE/shrink-client-tls")"
-  mapfile -t worker_args <<<"$args_text"
-  HOSTNAME="shrink-worker-$w" "$LINEA_BIN" "${worker_args[@]}" --master-name shrink-master.ml.svc --threads 1 >"$STATE/shrink-worker-$w.log" 2>&1 &
-  SHRINK_PID[$w]=$!
-  ELASTIC_PIDS="$ELASTIC_PIDS $!"
-done
-k -n ml patch pod shrink-master --subresource=status --type=merge \
-  -p '{"status":{"phase":"Running","podIP":"127.0.0.1","podIPs":[{"ip":"127.0.0.1"}]}}' >/dev/null
+start_workers shrink $SHRINK_WORKERS
+for w in $SHRINK_WORKERS; do SHRINK_PID[$w]=${STARTED_WORKERS[$w]}; done
+master_pod_running shrink
 for w in $SHRINK_WORKERS; do set_pod_phase "shrink-worker-$w" Running; done
 released_seven() { [ "$(jp tj/shrink '{.status.elastic.released[*]}' | wc -w)" = 7 ] || { echo "status: $(jp tj/shrink '{.status}')"; false; }; }
 check "the master scales in 8 -> 2 -> 1 and the operator records the 7 released pods in status.elastic.released" \
@@ -896,20 +835,102 @@ check "the operator stops (SIGTERM) while the elastic job trains" until_ok 10 op
 start_operator operator-d "$STATE/operator.log" "$metrics_port"
 OPERATOR_PID="$STARTED_PID"
 check "... and a new replica leads" until_ok 30 holder_is operator-d
-check "the elastic master runs to the end" until_ok 600 master_done
-master_rc=0
-wait "$MASTER_PID" || master_rc=$?
-check "... and exits 0" test "$master_rc" = 0
-set_terminated shrink-master Succeeded 0 Completed "$(cat "$STATE/shrink.termination")"
+master_finished elastic shrink "has its epochs and objective" "s['epochs'] >= 1 and s['objective'] > 0"
 check "the elastic job is Succeeded" until_ok 30 equals tj/shrink '{.status.phase}' Succeeded
 check "... and the restarted operator repeated no decision: still exactly 2 ElasticScaleIn events" \
   test "$(scale_in_events | wc -l)" = 2
 # The same settings in one process: `linea train` with the master's own arguments.
-mapfile -t train_args < <(python3 "$HERE/train_args.py" --model "$STATE/shrink-reference.model" -- "${master_args[@]}")
-check "linea train runs with the master's own arguments (what it says is shown if not)" \
-  "$LINEA_BIN" --quiet "${train_args[@]}" --threads 2
+check "linea train runs with the master's own arguments (what it says is shown if not)" train_reference shrink --threads 2
 check "the elastic job's model equals linea train with the same settings, bit for bit" \
   cmp "$STATE/shrink.model" "$STATE/shrink-reference.model"
+
+# ---- A hybrid and an IPM job run to the end the same way (issue 15), each with 2 workers:
+# the hybrid sums over the spanning tree of its workers (allreduce: tree), IPM by linea's
+# default range aggregation. Neither has a dual, so no gap anywhere in their status. What a
+# user looks at is checked: the master pod's arguments (every field of the block), the
+# master's exit and termination message, the phase, condition reason, progress and event,
+# `kubectl get tj` — and the model, the bytes `linea train --workers 2` writes with the same
+# settings. Their runs last about a second, shorter than a poll: the operator's call of the
+# master's status is checked while the master waits for its workers.
+# has_flags <pod> <flag> <value>...: the pod's args pass each flag with this value.
+has_flags() {
+  local pod="$1"
+  shift
+  while [ $# -gt 0 ]; do has_args "$pod" "$1" "$2" || return 1; shift 2; done
+}
+polled_before_workers() {
+  equals "tj/$1" '{.status.phase}/{.status.progress.epoch}/{.status.workers.ready}' Running/0/0 &&
+    [ -z "$(jp "tj/$1" '{.status.progress.dualityGap}')" ] || { echo "status: $(jp "tj/$1" '{.status}')"; false; }
+}
+# ended_as <job> <reason>: Succeeded for that reason, with the master's final epochs and
+# objective in status.progress and no gap.
+ended_as() {
+  equals "tj/$1" '{.status.phase}/{.status.conditions[?(@.type=="Succeeded")].reason}' "Succeeded/$2" &&
+    python3 -c 'import json, sys
+progress, s = json.loads(sys.argv[1]), json.load(open(sys.argv[2]))
+ok = progress["epoch"] == s["epochs"] and abs(progress["objective"] - s["objective"]) <= 1e-12 * s["objective"]
+sys.exit(0 if ok and "dualityGap" not in progress else 1)' "$(jp "tj/$1" '{.status.progress}')" "$STATE/$1.termination" ||
+    { echo "status: $(jp "tj/$1" '{.status}')"; false; }
+}
+# event_says <job> <reason>: an event of that reason says where the model went, after how
+# many epochs (the master's), with which objective.
+event_says() {
+  local epochs
+  epochs="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["epochs"])' "$STATE/$1.termination")"
+  k -n ml get events --field-selector "involvedObject.name=$1,reason=$2" -o jsonpath='{.items[*].message}' |
+    grep -q "model written to s3://models/$1.model after $epochs epochs, objective [0-9]" ||
+    { k -n ml get events --field-selector "involvedObject.name=$1" -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}'; false; }
+}
+# took_part <job>: both worker processes ran work items for the master that released them.
+took_part() { grep -Eq 'done: [1-9][0-9]* items' "$STATE/$1-worker-0.log" && grep -Eq 'done: [1-9][0-9]* items' "$STATE/$1-worker-1.log"; }
+# run_without_gap <algorithm> <job> <reason> <epochs condition>: the job's pods, played by
+# real processes, to Succeeded for <reason>, its master's epoch count meeting the condition.
+run_without_gap() {
+  local algorithm="$1" job="$2" reason="$3"
+  start_master "$job"
+  master_pod_running "$job"
+  check "the operator calls the waiting $algorithm master's status over TLS: Running, epoch 0, no gap" \
+    until_ok 30 polled_before_workers "$job"
+  start_workers "$job" 0 1
+  master_finished "$algorithm" "$job" "has its epochs and objective, no duality gap" \
+    "($4) and s['objective'] > 0 and 'dualityGap' not in s"
+  check "the $algorithm job is Succeeded ($reason): the master's epochs and objective in status.progress, no gap" \
+    until_ok 30 ended_as "$job" "$reason"
+  check "... and a $reason event says where the model went, after how many epochs, with which objective" \
+    until_ok 30 event_says "$job" "$reason"
+  check "kubectl get tj shows its phase, algorithm, epoch and objective, and an empty GAP column" listed "$job" \
+    "row['NAME'] == '$job' and row['PHASE'] == 'Succeeded' and row['ALGORITHM'] == '$algorithm'
+     and int(row['EPOCH']) == progress['epoch'] and abs(float(row['OBJECTIVE']) - progress['objective']) <= 1e-6 * progress['objective']
+     and row['GAP'] == ''"
+  check "both workers are released and exit" until_ok 30 exited "${STARTED_WORKERS[@]}"
+  check "... (both ran work items)" took_part "$job"
+  check "linea train --workers 2 runs with the master's own arguments" train_reference "$job" --workers 2 --threads 2
+  check "the $algorithm job's model equals linea train --workers 2 with the same settings, bit for bit" \
+    cmp "$STATE/$job.model" "$STATE/$job-reference.model"
+}
+
+job_yaml hyb 'algorithm: {hybrid: {loss: logistic, l2: 1, memory: 7, maxEpochs: 500, tolerance: 1e-7, gradientTolerance: 1e-6,
+    lbfgsPrecondition: diagonal, lbfgsPreconditionRefresh: 5, sgdRate: 0.25, seed: 7, allreduce: tree}}' \
+  'workers: {replicas: 2}' | k apply -f - >/dev/null
+check "a hybrid TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 two_worker_objects hyb
+check "the master pod runs linea master --algorithm hybrid with every field of the job's block and one slot per worker" \
+  has_flags hyb-master --algorithm hybrid --loss logistic --l2 1 --memory 7 --epochs 500 --tolerance 0.0000001 \
+  --gradient-tolerance 0.000001 --lbfgs-precondition diagonal --lbfgs-precondition-refresh 5 --sgd-rate 0.25 --seed 7 \
+  --allreduce tree --slots 2
+run_without_gap hybrid hyb Converged "s['epochs'] < 500"
+check "its allreduce ran over a spanning tree of both worker processes (the master's log)" \
+  grep -q 'allreduce tree rebuilt.* workers=2 ' "$STATE/hyb-master.log"
+
+job_yaml ipm 'algorithm: {ipm: {loss: logistic, l2: 1, mixing: examples, maxEpochs: 40, tolerance: 1e-9, sgdRate: 0.25, seed: 5}}' \
+  'workers: {replicas: 2}' | k apply -f - >/dev/null
+check "an ipm TrainingJob is accepted and gets its master pod, service and 2 workers" until_ok 60 two_worker_objects ipm
+check "the master pod runs linea master --algorithm ipm with every field of the job's block (allreduce: ranges, the default)" \
+  has_flags ipm-master --algorithm ipm --loss logistic --l2 1 --mixing examples --epochs 40 --tolerance 0.000000001 \
+  --sgd-rate 0.25 --seed 5 --allreduce ranges --slots 2
+# Mixtures do not converge to the regularized optimum: a run that used its epoch budget says so.
+run_without_gap ipm ipm MaxEpochsReached "s['epochs'] == 40"
+check "its allreduce ran as the range aggregation (no tree in the master's log)" \
+  bash -c "! grep -q 'allreduce tree' '$STATE/ipm-master.log'"
 
 # ---- No secret outside its Secret (issue 18). Everything a user of the cluster or of this
 # machine can read is searched for every secret this run made or used: the token of every job
@@ -930,7 +951,7 @@ done
 secret_files=("$STATE"/*-tls/token "$STATE"/*-tls/*.key)
 searched=("$STATE"/all-pods.json "$STATE"/all-events.json "$STATE"/all-trainingjobs.json "$STATE"/operator*.log
   "$STATE"/operator-*.cmdline "$STATE"/master.log "$STATE"/poll-*.log "$STATE"/once-*.log "$STATE"/svm-*.log
-  "$STATE"/shrink-*.log "$STATE"/*.termination)
+  "$STATE"/shrink-*.log "$STATE"/hyb-*.log "$STATE"/ipm-*.log "$STATE"/*.termination)
 no_secret_anywhere() {
   python3 - "$STATE/all-events.json" "$STATE/all-pods.json" e2e-operator-key-0123456789 "$S3_ACCESS_KEY" "$S3_SECRET_KEY" \
     "${#secret_files[@]}" "${secret_files[@]}" "${searched[@]}" <<'PY'

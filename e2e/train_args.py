@@ -3,8 +3,9 @@ arguments runs: the reference a distributed job's model is compared with, bit fo
 
     python3 e2e/train_args.py --model PATH [--data PATH] -- master ARGS...
 
-prints one argument a line. The master's networking, security, checkpoint and start-up flags
-(each takes one value, and none changes the model) are dropped; --model, and --data when
+prints one argument a line. The master's networking (with --allreduce, the way exact sums
+travel), security, checkpoint and start-up flags (each takes one value, and none changes the
+model) are dropped; --model, and --data when
 given, are replaced. One list for every e2e script, so a new master-only flag is added once.
 A master without --algorithm runs SCD, while `linea train` then chooses one from the data
 (--algorithm auto), so the reference names it: --algorithm scd.
@@ -13,7 +14,7 @@ import sys
 
 MASTER_ONLY = {
     "--listen", "--secret-file", "--checkpoint", "--tls-dir", "--metrics-listen",
-    "--wait-for-workers", "--wait-for-workers-timeout",
+    "--wait-for-workers", "--wait-for-workers-timeout", "--allreduce",
 }
 
 

@@ -47,7 +47,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         name = "Algorithm",
         type_ = "string",
         json_path = ".status.algorithm",
-        description = "Training algorithm (scd, cocoa)"
+        description = "Training algorithm (scd, cocoa, hybrid, ipm)"
     ),
     printcolumn(
         name = "Ready",
@@ -77,7 +77,7 @@ use crate::workers::{ElasticPolicy, MasterSpec, WorkerSpec};
         name = "Gap",
         type_ = "number",
         json_path = ".status.progress.dualityGap",
-        description = "Duality gap relative to the primal objective (cocoa; empty for scd, which has no dual)"
+        description = "Duality gap relative to the primal objective (cocoa; empty for scd, hybrid and ipm, which have no dual)"
     ),
     printcolumn(
         name = "Examples/s",

@@ -364,7 +364,7 @@ pub struct Progress {
     pub objective: Option<f64>,
     /// Duality gap after the last completed epoch, relative to the primal objective:
     /// (primal - dual) / |primal|, a certificate that the objective is within this fraction
-    /// of the optimum (cocoa only: scd has no dual, and the field is absent).
+    /// of the optimum (cocoa only: scd, hybrid and ipm have no dual, and the field is absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duality_gap: Option<f64>,
     /// Training throughput over the last epoch, in examples per second.

@@ -227,7 +227,9 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--slots", slots(job).to_string()),
         ],
         // As `linea train --algorithm hybrid|ipm`; one slot per worker the job runs, so the
-        // model depends on the replica count (not on which pods serve the slots).
+        // model depends on the replica count (not on which pods serve the slots). The
+        // allreduce is the master's alone (`linea train` has no such flag): the same bits
+        // either way.
         Algorithm::Hybrid(p) => {
             // L-BFGS's settings only for L-BFGS (linea refuses them with newton), the refresh
             // only for a diagonal (it refuses it with none), and `--batch-solver` only for
@@ -247,6 +249,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
                 Some(("--sgd-rate", p.sgd_rate.to_string())),
                 Some(("--seed", p.seed.to_string())),
                 Some(("--slots", slots(job).to_string())),
+                Some(("--allreduce", p.allreduce.as_str().to_string())),
                 refresh.then(|| ("--lbfgs-precondition-refresh", p.lbfgs_precondition_refresh.to_string())),
             ]
             .into_iter()
@@ -263,6 +266,7 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
             ("--sgd-rate", p.sgd_rate.to_string()),
             ("--seed", p.seed.to_string()),
             ("--slots", slots(job).to_string()),
+            ("--allreduce", p.allreduce.as_str().to_string()),
         ],
     };
     for (flag, value) in params {

@@ -272,6 +272,76 @@ fn hybrid_and_ipm_map_to_the_masters_arguments_with_one_slot_per_worker() {
     assert_eq!(after("--slots"), Some("1"));
 }
 
+/// The `linea master` flag of each field of the hybrid and ipm blocks (camelCase, as the API
+/// server stores them).
+const ALGORITHM_FLAGS: [(&str, &str); 13] = [
+    ("loss", "--loss"),
+    ("l2", "--l2"),
+    ("memory", "--memory"),
+    ("maxEpochs", "--epochs"),
+    ("tolerance", "--tolerance"),
+    ("gradientTolerance", "--gradient-tolerance"),
+    ("batchSolver", "--batch-solver"),
+    ("lbfgsPrecondition", "--lbfgs-precondition"),
+    ("lbfgsPreconditionRefresh", "--lbfgs-precondition-refresh"),
+    ("sgdRate", "--sgd-rate"),
+    ("seed", "--seed"),
+    ("allreduce", "--allreduce"),
+    ("mixing", "--mixing"),
+];
+
+/// Every field of the hybrid and ipm blocks reaches the master as its flag with the job's
+/// value, or is left out where `linea master` refuses it (said per case). A field added to
+/// a block without its flag fails here: the block is read back through serde, so the test
+/// sees every field the CRD has, defaults included.
+#[test]
+fn every_field_of_the_hybrid_and_ipm_blocks_reaches_the_master() {
+    let cases: [(&str, &[&str]); 3] = [
+        (
+            "hybrid: {loss: squared, l2: 0.5, memory: 7, maxEpochs: 40, tolerance: 1e-7, gradientTolerance: 1e-8, \
+             lbfgsPrecondition: scaled, lbfgsPreconditionRefresh: 3, sgdRate: 0.25, seed: 9, allreduce: tree}",
+            // L-BFGS is linea's default batch solver; `--batch-solver` is passed for newton.
+            &["batchSolver"],
+        ),
+        (
+            "hybrid: {batchSolver: newton, l2: 2, maxEpochs: 12, tolerance: 1e-5, gradientTolerance: 1e-6, \
+             sgdRate: 0.1, seed: 4}",
+            &["memory", "lbfgsPrecondition", "lbfgsPreconditionRefresh"],
+        ),
+        (
+            "ipm: {loss: hinge, l2: 0.125, mixing: examples, maxEpochs: 5, tolerance: 1e-3, sgdRate: 0.75, seed: 2, \
+             allreduce: tree}",
+            &[],
+        ),
+    ];
+    for (block, left_out) in cases {
+        let job = job(&format!("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {{{block}}}\n"));
+        let args = self::args(&master_pod(&job, &options()));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        let name = job.spec.algorithm.name();
+        assert_eq!(after("--algorithm"), Some(name));
+        let stored = serde_json::to_value(&job.spec.algorithm).unwrap();
+        for (field, value) in stored[name].as_object().unwrap() {
+            let flag = ALGORITHM_FLAGS.iter().find(|(f, _)| f == field).map(|(_, flag)| *flag);
+            let flag = flag.unwrap_or_else(|| panic!("{name}.{field} has no flag of linea master"));
+            if left_out.contains(&field.as_str()) {
+                assert_eq!(after(flag), None, "{name}.{field}: {flag} is refused in this case ({block})");
+                continue;
+            }
+            let passed = after(flag).unwrap_or_else(|| panic!("{name}.{field} is not passed as {flag}: {args:?}"));
+            match value {
+                serde_json::Value::Number(n) => {
+                    assert_eq!(passed.parse::<f64>().ok(), n.as_f64(), "{name}.{field} as {flag}")
+                }
+                other => assert_eq!(Some(passed), other.as_str(), "{name}.{field} as {flag}"),
+            }
+        }
+    }
+    let ranges = job("datasetUri: s3://data/g\nmodelUri: s3://models/x\nalgorithm: {ipm: {}}\n");
+    let args = self::args(&master_pod(&ranges, &options()));
+    assert!(args.windows(2).any(|w| w == ["--allreduce", "ranges"]), "linea's default, said: {args:?}");
+}
+
 #[test]
 fn elastic_maps_to_the_masters_elastic_flags_and_keeps_its_starting_slots() {
     let spec = "datasetUri: s3://data/g\nmodelUri: s3://models/x\nworkers: {replicas: 16}\n\

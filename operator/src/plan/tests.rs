@@ -629,6 +629,37 @@ fn a_cocoa_masters_final_gap_comes_from_its_termination_message() {
     assert_eq!(done.status.progress.as_ref().unwrap().duality_gap, Some(0.5));
 }
 
+/// Hybrid and IPM have no dual: polled and final, their status has the objective and no gap
+/// (the GAP column stays empty rather than showing a 0 that certifies nothing). An IPM run
+/// that used its whole epoch budget says so; a hybrid that stopped before it converged.
+#[test]
+fn hybrid_and_ipm_finish_with_their_objective_and_no_gap() {
+    let cases = [
+        ("ipm: {maxEpochs: 5}", r#"{"epochs":5,"objective":10662.19}"#, reason::MAX_EPOCHS_REACHED, "after 5 epochs"),
+        ("hybrid: {maxEpochs: 100}", r#"{"epochs":23,"objective":10546.67}"#, reason::CONVERGED, "after 23 epochs"),
+    ];
+    for (block, summary, why, after) in cases {
+        let spec = format!("datasetUri: s3://data/grid\nmodelUri: s3://models/m\nalgorithm: {{{block}}}\n");
+        let (j, mut pods) = running_job(&spec, 2);
+        let polled = MasterProgress { epoch: 3, objective: Some(11000.5), workers_active: 2, ..Default::default() };
+        let running = plan(&j, &pods, Some(&polled), &[], now());
+        let progress = running.status.progress.as_ref().unwrap();
+        assert_eq!((progress.epoch, progress.objective, progress.duality_gap), (3, Some(11000.5), None), "{block}");
+        let j = next(j.clone(), &running);
+        pods[0] = terminated_pod(pods[0].clone(), "Succeeded", 0, "Completed", Some(summary), now());
+        let done = plan(&j, &pods, None, &[], now());
+        let c = done.status.condition(condition_type::SUCCEEDED).unwrap();
+        assert_eq!(c.reason, why, "{block}: {}", c.message);
+        assert!(c.message.contains(after) && c.message.contains(", objective 10"), "{block}: {}", c.message);
+        let progress = done.status.progress.as_ref().unwrap();
+        assert_eq!(progress.duality_gap, None, "{block}");
+        assert!(progress.objective.is_some_and(|o| o < 11000.0), "{block}: the final objective, not the polled one");
+        let status = serde_json::to_value(&done.status).unwrap();
+        assert!(status["progress"].get("dualityGap").is_none(), "{block}: {status}");
+        assert!(done.events.iter().any(|e| e.reason == why && e.note == c.message), "{block}: one event says it");
+    }
+}
+
 #[test]
 fn pods_that_cannot_start_show_in_conditions_with_one_event() {
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus};
