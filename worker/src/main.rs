@@ -5,8 +5,10 @@ use std::io::{IsTerminal, Write};
 const TERMINATION_LOG: &str = "/dev/termination-log";
 
 fn main() {
-    return_big_buffers_to_the_kernel();
     let cli = linea_worker::cli::parse(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    if cli.bounds_memory() {
+        return_big_buffers_to_the_kernel();
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_filter()));
     tracing_subscriber::fmt()
@@ -53,12 +55,15 @@ fn write_termination_message(message: &str) {
 /// which such buffers come from its heaps, whose freed space it keeps: a block-sized
 /// buffer is freed every few milliseconds here, and the job's resident memory grew by about
 /// 130 bytes per feature (docs/benchmarks.md, "Bytes per feature"). Setting the threshold
-/// turns the raising off. The cost, a page fault per 4 KiB of a fresh buffer, was not
-/// measurable against an epoch (same docs section).
+/// turns the raising off. The cost is a page fault per 4 KiB of every fresh buffer: SCD's
+/// epochs on criteo-1m (one thread) took about 25% longer with it (docs/benchmarks.md,
+/// "What the allocator's threshold costs"), so only a process that runs under a memory
+/// bound sets it ([`linea_worker::cli::Cli::bounds_memory`]). Reusing the block buffers
+/// instead would give both, and is not done yet.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_big_buffers_to_the_kernel() {
     // SAFETY: mallopt sets one parameter of the allocator and touches no memory of ours;
-    // it runs first in main, before any other thread exists.
+    // it runs in main right after the command line is parsed, before any other thread exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
