@@ -134,7 +134,7 @@ fn a9a_hybrid_warm_start_is_no_worse_than_zero_at_the_defaults() {
         let mut runner = LocalRunner::new(hybrid.kernel().clone(), &loaded.grid, 2);
         let candidate = hybrid.warm_start(&mut runner).unwrap();
         let warm = hybrid.evaluate(&mut runner, &candidate).unwrap().f;
-        let first = hybrid.next_iter(&mut runner).unwrap();
+        let first = hybrid.next_iter(&mut runner, Recovery::Needed).unwrap();
         let zero = hybrid.state().initial.unwrap();
         let note = first.note.unwrap_or_default();
         println!("{loss:?}: objective {zero} at 0, warm start {warm}; {note}");
@@ -143,7 +143,7 @@ fn a9a_hybrid_warm_start_is_no_worse_than_zero_at_the_defaults() {
         assert_eq!(hybrid.state().objectives[0], warm, "{loss:?}: the first epoch is the warm start");
         assert_eq!(hybrid.state().w, candidate);
         while hybrid.stop_reason().is_none() {
-            hybrid.next_iter(&mut runner).unwrap();
+            hybrid.next_iter(&mut runner, Recovery::Needed).unwrap();
         }
         let reached = *hybrid.state().objectives.last().unwrap();
         println!("{loss:?}: {} epochs, {reached} against {best}", hybrid.state().epoch);

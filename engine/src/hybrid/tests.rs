@@ -421,7 +421,7 @@ fn a_warm_start_worse_than_zero_is_not_taken() {
     let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, 2);
     let candidate = linear.warm_start(&mut runner).unwrap();
     let warm = linear.evaluate(&mut runner, &candidate).unwrap().f;
-    let first = linear.next_iter(&mut runner).unwrap();
+    let first = linear.next_iter(&mut runner, Recovery::Needed).unwrap();
     let start = linear.state().initial.unwrap();
     let note = first.note.unwrap();
     println!("start {start}, warm start {warm}, optimum {best}: {note}");
@@ -431,7 +431,7 @@ fn a_warm_start_worse_than_zero_is_not_taken() {
     assert!(linear.state().w.iter().all(|&w| w == 0.0));
     let mut steps = vec![first.step];
     while linear.stop_reason().is_none() {
-        steps.push(linear.next_iter(&mut runner).unwrap().step);
+        steps.push(linear.next_iter(&mut runner, Recovery::Needed).unwrap().step);
     }
     let reached = *linear.state().objectives.last().unwrap();
     assert!((reached - best) / best <= 1e-10, "{reached} vs {best}");
