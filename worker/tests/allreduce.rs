@@ -130,7 +130,7 @@ fn kill_9_of_a_worker_mid_allreduce_rebuilds_the_tree_and_keeps_the_bytes() {
     // cut. So each attempt stops the root for a few seconds at most, and if no other worker
     // started a tree item meanwhile, lets it go on until the run has moved on by an item;
     // the next attempt lands elsewhere. Whether an attempt lands in a tree phase is a matter
-    // of chance (in one CI run all of 30 missed, in the next the first hits): up to 80, each
+    // of chance (in one CI run all of 30 missed; run alone right after, it passed): up to 80, each
     // moving the run on by at least one of its hundreds of items.
     let mut attempts = 0;
     let phase = 'attempts: loop {
