@@ -380,6 +380,12 @@ pub struct HybridParams {
     #[serde(default = "default_gradient_tolerance")]
     #[schemars(range(min = 0.0, max = 0.999999))]
     pub gradient_tolerance: f64,
+    /// Stop when the certified distance to the optimum, |gradient|^2 / (4 l2) relative to
+    /// the objective (strong convexity), falls below this value, as cocoa stops on its
+    /// duality gap (default 1e-6; 0: never on it).
+    #[serde(default = "default_gap_tolerance")]
+    #[schemars(range(min = 0.0, max = 0.999999))]
+    pub gap_tolerance: f64,
     /// The batch solver after the AdaGrad pass: lbfgs (default) or newton (truncated Newton,
     /// which ignores memory and the lbfgs fields).
     #[serde(default)]
@@ -417,6 +423,7 @@ impl Default for HybridParams {
             max_epochs: default_cocoa_epochs(),
             tolerance: default_scd_tolerance(),
             gradient_tolerance: default_gradient_tolerance(),
+            gap_tolerance: default_gap_tolerance(),
             batch_solver: BatchSolver::default(),
             lbfgs_precondition: LbfgsPrecondition::default(),
             lbfgs_precondition_refresh: default_precondition_refresh(),
@@ -470,6 +477,12 @@ pub struct IpmParams {
     #[serde(default = "default_scd_tolerance")]
     #[schemars(range(min = 0.0, max = 0.999999))]
     pub tolerance: f64,
+    /// Stop when the certified distance to the optimum, |gradient|^2 / (4 l2) relative to
+    /// the objective, falls below this value (default 1e-6; 0: never on it). Mixtures
+    /// seldom get there: they do not converge to the regularized optimum in general.
+    #[serde(default = "default_gap_tolerance")]
+    #[schemars(range(min = 0.0, max = 0.999999))]
+    pub gap_tolerance: f64,
     /// Learning rate of the SGD passes, shrinking as 1/round (default 0.5).
     #[serde(default = "default_sgd_rate")]
     #[schemars(range(min = 0.000000001, max = 100.0))]
@@ -492,6 +505,7 @@ impl Default for IpmParams {
             mixing: Mixing::default(),
             max_epochs: default_cocoa_epochs(),
             tolerance: default_scd_tolerance(),
+            gap_tolerance: default_gap_tolerance(),
             sgd_rate: default_sgd_rate(),
             seed: 0,
             allreduce: AllReduce::default(),

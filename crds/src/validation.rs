@@ -222,6 +222,7 @@ impl TrainingJobSpec {
                 p.at_least("algorithm.hybrid.maxEpochs", a.max_epochs.into(), 1);
                 p.at_least_f64("algorithm.hybrid.tolerance", a.tolerance, 0.0);
                 p.at_least_f64("algorithm.hybrid.gradientTolerance", a.gradient_tolerance, 0.0);
+                p.at_least_f64("algorithm.hybrid.gapTolerance", a.gap_tolerance, 0.0);
                 p.at_least("algorithm.hybrid.lbfgsPreconditionRefresh", a.lbfgs_precondition_refresh.into(), 0);
                 p.at_most("algorithm.hybrid.lbfgsPreconditionRefresh", a.lbfgs_precondition_refresh.into(), 1_000_000);
                 p.at_least("algorithm.hybrid.seed", a.seed, 0);
@@ -230,6 +231,7 @@ impl TrainingJobSpec {
                 p.at_least_f64("algorithm.ipm.l2", a.l2, 0.0);
                 p.at_least("algorithm.ipm.maxEpochs", a.max_epochs.into(), 1);
                 p.at_least_f64("algorithm.ipm.tolerance", a.tolerance, 0.0);
+                p.at_least_f64("algorithm.ipm.gapTolerance", a.gap_tolerance, 0.0);
                 p.at_least("algorithm.ipm.seed", a.seed, 0);
             }
         }

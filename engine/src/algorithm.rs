@@ -417,6 +417,11 @@ pub trait Algorithm {
 
     /// Short name: "scd", "cocoa".
     fn name(&self) -> &'static str;
+    /// What the [`Progress::gap`] it reports is, for people (the summary line, the plot):
+    /// a bound on the distance to the optimum either way.
+    fn gap_name(&self) -> &'static str {
+        "duality gap"
+    }
     fn kernel(&self) -> &Self::Kernel;
     /// The mirror that matches the current state (a restarted master builds it from the
     /// checkpointed state).

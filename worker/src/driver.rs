@@ -44,6 +44,8 @@ pub struct TrainSummary {
     pub algorithm: &'static str,
     pub objective: f64,
     pub gap: Option<Gap>,
+    /// What `gap` is ([`Algorithm::gap_name`]).
+    pub gap_name: &'static str,
     pub epochs: u32,
     pub seconds: f64,
     pub nnz: u64,
@@ -143,7 +145,8 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
                 options.seed,
             )?
             .with_precondition(options.precondition)
-            .with_solver(options.solver);
+            .with_solver(options.solver)
+            .with_gap_tolerance(options.gap_tolerance)?;
             let rows = layout.manifest.shards.iter().map(|s| s.rows).collect();
             then.run(Linear::new(config, &layout.shapes, rows)?)
         }
@@ -331,10 +334,11 @@ pub fn finish<A: Algorithm>(
             options.l2,
             options.l1
         );
-        storage::write_file(path, plot::convergence_svg(&trace, &title).as_bytes())?;
+        storage::write_file(path, plot::convergence_svg(&trace, &title, algorithm.gap_name()).as_bytes())?;
     }
     Ok(TrainSummary {
         algorithm: algorithm.name(),
+        gap_name: algorithm.gap_name(),
         objective,
         gap: report.gap.map(unscale_gap),
         epochs: report.epoch,

@@ -1,6 +1,7 @@
 //! A convergence plot as a self-contained SVG: relative suboptimality
 //! `(F(t) - F*) / F*` against seconds on a log scale, with F* the best objective reached,
-//! and, for algorithms that have one, the relative duality gap — a certificate: the true
+//! and, for algorithms that have one, the relative gap (CoCoA's duality gap, the batch
+//! family's gradient bound) — a certificate: the true
 //! suboptimality is below it. Where the algorithm changed its worker count (an elastic
 //! scale-in) a dotted vertical line marks the moment, labelled with the new count.
 
@@ -13,7 +14,7 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
-pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
+pub fn convergence_svg(trace: &[EpochPoint], title: &str, gap_name: &str) -> String {
     let best = trace.iter().map(|p| p.objective).fold(f64::INFINITY, f64::min);
     let points: Vec<(f64, f64)> = trace
         .iter()
@@ -70,7 +71,7 @@ pub fn convergence_svg(trace: &[EpochPoint], title: &str) -> String {
         let path: Vec<String> = gaps.iter().map(|&(t, g)| format!("{:.1},{:.1}", x(t), y(g))).collect();
         svg += &format!(
             "<polyline fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points=\"{}\"/>\n\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#d62728\">- - relative duality gap</text>\n\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#d62728\">- - relative {gap_name}</text>\n\
              <text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#1f77b4\">&#8212; (objective - best) / best</text>\n",
             path.join(" "),
             WIDTH - RIGHT - 6.0,

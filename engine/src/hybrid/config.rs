@@ -88,6 +88,7 @@ pub struct LinearConfig {
     max_epochs: u32,
     tolerance: f64,
     gradient_tolerance: f64,
+    gap_tolerance: f64,
     rate: f64,
     seed: u64,
     precondition: Precondition,
@@ -179,6 +180,7 @@ impl LinearConfig {
             max_epochs,
             tolerance,
             gradient_tolerance,
+            gap_tolerance: 0.0,
             rate,
             seed,
             precondition,
@@ -191,6 +193,15 @@ impl LinearConfig {
     pub fn with_precondition(mut self, precondition: Precondition) -> Self {
         self.precondition = precondition;
         self
+    }
+
+    /// The same settings, also stopping once the certified relative distance to the optimum
+    /// ([`super::state::LinearState::certificate`]) is at most `gap_tolerance`, as CoCoA stops
+    /// on its duality gap; `0` (the default of [`LinearConfig::new`]): never on it.
+    pub fn with_gap_tolerance(mut self, gap_tolerance: f64) -> Result<Self, EngineError> {
+        fraction("gap_tolerance", gap_tolerance)?;
+        self.gap_tolerance = gap_tolerance;
+        Ok(self)
     }
 
     /// The same settings with the batch solver chosen (IPM runs none and ignores it).
@@ -226,6 +237,9 @@ impl LinearConfig {
     }
     pub fn gradient_tolerance(&self) -> f64 {
         self.gradient_tolerance
+    }
+    pub fn gap_tolerance(&self) -> f64 {
+        self.gap_tolerance
     }
     pub fn rate(&self) -> f64 {
         self.rate

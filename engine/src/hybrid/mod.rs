@@ -29,6 +29,8 @@
 //! batch passes reduced by the same exact per-grain sums, so it too is the same bits for
 //! any worker count (and, alone, any slot count).
 
+#[cfg(test)]
+mod certificate_tests;
 pub mod config;
 pub mod kernel;
 pub mod layout;
@@ -399,6 +401,10 @@ impl Algorithm for Linear {
         self.config.name()
     }
 
+    fn gap_name(&self) -> &'static str {
+        "gradient bound |g|^2/(4 l2)"
+    }
+
     fn kernel(&self) -> &LinearKernel {
         &self.kernel
     }
@@ -522,13 +528,15 @@ impl Algorithm for Linear {
         Progress {
             epoch: self.state.epoch,
             objective: self.state.objectives.last().copied(),
+            gap: self.state.certificate(self.config.l2()),
             initial_objective: self.state.initial,
+            initial_gap: self.state.initial_certificate(self.config.l2()),
             ..Progress::default()
         }
     }
 
     fn stop_reason(&self) -> Option<StopReason> {
-        self.state.stop_reason(self.config.max_epochs(), self.config.tolerance(), self.config.gradient_tolerance())
+        self.state.stop_reason(&self.config)
     }
 
     fn weights(&self) -> Vec<Vec<f64>> {

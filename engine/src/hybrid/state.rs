@@ -1,7 +1,8 @@
 //! What a checkpoint of L-BFGS, the hybrid or IPM holds, and what one epoch changes.
 
-use super::lbfgs::Pair;
-use crate::algorithm::StopReason;
+use super::config::LinearConfig;
+use super::lbfgs::{Pair, norm};
+use crate::algorithm::{Gap, StopReason};
 use serde::{Deserialize, Serialize};
 
 /// Everything a run resumes from bit for bit.
@@ -54,19 +55,51 @@ pub struct LinearStep {
 
 impl LinearState {
     /// Why the run should stop, from the history alone (and the stall flag).
-    pub fn stop_reason(&self, max_epochs: u32, tolerance: f64, gradient_tolerance: f64) -> Option<StopReason> {
+    pub fn stop_reason(&self, config: &LinearConfig) -> Option<StopReason> {
         let n = self.objectives.len();
         let converged = n >= 4
-            && (self.objectives[n - 4] - self.objectives[n - 1]).abs() <= tolerance * self.objectives[n - 1].abs();
+            && (self.objectives[n - 4] - self.objectives[n - 1]).abs()
+                <= config.tolerance() * self.objectives[n - 1].abs();
         let gradient = self.f.is_some()
             && !self.g.is_empty()
-            && super::lbfgs::norm(&self.g) <= gradient_tolerance * self.initial_gradient_norm;
-        if self.stalled || converged || (self.epoch > 0 && gradient) {
+            && norm(&self.g) <= config.gradient_tolerance() * self.initial_gradient_norm;
+        let certified = self.certificate(config.l2()).is_some_and(|gap| gap.relative <= config.gap_tolerance());
+        if self.epoch > 0 && certified {
+            Some(StopReason::GapReached)
+        } else if self.stalled || converged || (self.epoch > 0 && gradient) {
             Some(StopReason::Converged)
-        } else if self.epoch >= max_epochs {
+        } else if self.epoch >= config.max_epochs() {
             Some(StopReason::MaxEpochs)
         } else {
             None
         }
     }
+
+    /// A bound on how far the objective at `w` is above its minimum, from the gradient
+    /// alone: `sum loss + l2 |w|^2` with convex losses is `2 l2`-strongly convex (the bias is
+    /// regularized too), so `F(w) - F* <= |g|^2 / (2 * 2 l2)` (Boyd and Vandenberghe, eq.
+    /// 9.9). It plays the part CoCoA's duality gap plays: a certified stop, and the gap of the
+    /// trace, the plot and the status. `None` before the first evaluation or without an L2
+    /// term (squared loss at `l2 = 0` has no such bound).
+    pub fn certificate(&self, l2: f64) -> Option<Gap> {
+        let f = self.f?;
+        if self.g.is_empty() {
+            return None;
+        }
+        gradient_certificate(f, norm(&self.g), l2)
+    }
+
+    /// [`Self::certificate`] at the start (`w = 0`, or the point a run was given).
+    pub fn initial_certificate(&self, l2: f64) -> Option<Gap> {
+        gradient_certificate(self.initial?, self.initial_gradient_norm, l2)
+    }
+}
+
+/// `|g|^2 / (4 l2)`, absolute and relative to the objective `f`.
+fn gradient_certificate(f: f64, gradient_norm: f64, l2: f64) -> Option<Gap> {
+    if !(l2 > 0.0 && f > 0.0) {
+        return None;
+    }
+    let absolute = gradient_norm * gradient_norm / (4.0 * l2);
+    Some(Gap { absolute, relative: absolute / f })
 }

@@ -12,7 +12,7 @@ use crate::synthetic::Problem;
 const ROWS: usize = 9000; // 5 grains, the last short
 const SHARD: usize = 1300; // shard boundaries fall inside grains
 
-fn problem(loss: Loss, seed: u64) -> Problem {
+pub(super) fn problem(loss: Loss, seed: u64) -> Problem {
     crate::synthetic::problem(loss, seed, ROWS, SHARD)
 }
 
@@ -20,7 +20,7 @@ fn config(mode: Mode, loss: Loss, l2: f64, slots: u32, epochs: u32) -> LinearCon
     LinearConfig::new(mode, loss, l2, slots, 15, epochs, 1e-13, 1e-12, 0.5, 3).unwrap()
 }
 
-fn run(p: &Problem, config: LinearConfig, threads: usize) -> Linear {
+pub(super) fn run(p: &Problem, config: LinearConfig, threads: usize) -> Linear {
     let mut linear = Linear::for_grid(config, &p.grid).unwrap();
     let mut runner = LocalRunner::new(linear.kernel().clone(), &p.grid, threads);
     while linear.stop_reason().is_none() {
@@ -29,7 +29,7 @@ fn run(p: &Problem, config: LinearConfig, threads: usize) -> Linear {
     linear
 }
 
-fn optimum(p: &Problem, loss: Loss, l2: f64) -> f64 {
+pub(super) fn optimum(p: &Problem, loss: Loss, l2: f64) -> f64 {
     let w = match loss {
         Loss::Squared => reference::ridge(&p.rows, &p.targets, p.features, l2),
         _ => reference::logistic(&p.rows, &p.targets, p.features, l2),

@@ -274,13 +274,14 @@ fn hybrid_and_ipm_map_to_the_masters_arguments_with_one_slot_per_worker() {
 
 /// The `linea master` flag of each field of the hybrid and ipm blocks (camelCase, as the API
 /// server stores them).
-const ALGORITHM_FLAGS: [(&str, &str); 13] = [
+const ALGORITHM_FLAGS: [(&str, &str); 14] = [
     ("loss", "--loss"),
     ("l2", "--l2"),
     ("memory", "--memory"),
     ("maxEpochs", "--epochs"),
     ("tolerance", "--tolerance"),
     ("gradientTolerance", "--gradient-tolerance"),
+    ("gapTolerance", "--gap-tolerance"),
     ("batchSolver", "--batch-solver"),
     ("lbfgsPrecondition", "--lbfgs-precondition"),
     ("lbfgsPreconditionRefresh", "--lbfgs-precondition-refresh"),
@@ -299,7 +300,7 @@ fn every_field_of_the_hybrid_and_ipm_blocks_reaches_the_master() {
     let cases: [(&str, &[&str]); 3] = [
         (
             "hybrid: {loss: squared, l2: 0.5, memory: 7, maxEpochs: 40, tolerance: 1e-7, gradientTolerance: 1e-8, \
-             lbfgsPrecondition: scaled, lbfgsPreconditionRefresh: 3, sgdRate: 0.25, seed: 9, allreduce: tree}",
+             gapTolerance: 1e-5, lbfgsPrecondition: scaled, lbfgsPreconditionRefresh: 3, sgdRate: 0.25, seed: 9, allreduce: tree}",
             // L-BFGS is linea's default batch solver; `--batch-solver` is passed for newton.
             &["batchSolver"],
         ),
@@ -309,8 +310,8 @@ fn every_field_of_the_hybrid_and_ipm_blocks_reaches_the_master() {
             &["memory", "lbfgsPrecondition", "lbfgsPreconditionRefresh"],
         ),
         (
-            "ipm: {loss: hinge, l2: 0.125, mixing: examples, maxEpochs: 5, tolerance: 1e-3, sgdRate: 0.75, seed: 2, \
-             allreduce: tree}",
+            "ipm: {loss: hinge, l2: 0.125, mixing: examples, maxEpochs: 5, tolerance: 1e-3, gapTolerance: 0, \
+             sgdRate: 0.75, seed: 2, allreduce: tree}",
             &[],
         ),
     ];

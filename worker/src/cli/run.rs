@@ -247,7 +247,7 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
             format!(" ({:.1}M nnz/s per thread, {threads} threads)", summary.nnz_per_second_per_thread(threads) / 1e6)
         }
     };
-    let gap = summary.gap.map_or(String::new(), |g| format!(", relative duality gap {:.3e}", g.relative));
+    let gap = summary.gap.map_or(String::new(), |g| format!(", relative {} {:.3e}", summary.gap_name, g.relative));
     println!(
         "trained {} with {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
         options.model,

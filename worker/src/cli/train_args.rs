@@ -116,7 +116,10 @@ pub(super) struct TrainArgs {
     /// CoCoA: SDCA passes over a slot's rows per epoch (H).
     #[arg(long, default_value_t = 1)]
     local_passes: u32,
-    /// CoCoA: stop once the duality gap relative to the primal objective is at most this.
+    /// Stop once a certified bound on the objective's distance to its optimum, relative to
+    /// the objective, is at most this: CoCoA's duality gap; for lbfgs, hybrid and ipm
+    /// |gradient|^2 / (4 l2) (strong convexity). 0: only the other rules stop the run. SCD has
+    /// no certificate and stops on --tolerance.
     #[arg(long, default_value_t = 1e-6)]
     gap_tolerance: f64,
     /// CoCoA: compute the duality gap (a full data pass) after every epoch, for the whole
