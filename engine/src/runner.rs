@@ -213,6 +213,43 @@ mod tests {
         }
     }
 
+    /// The runner's per-thread totals (each unit's sums added as it ends, then handed back
+    /// to the kernel) give `reduce`'s sums over the units' outputs taken one by one, on 1 to
+    /// 3 threads and again in a second phase, which starts from recycled vectors and totals
+    /// of another length.
+    #[test]
+    fn per_thread_totals_give_the_sums_of_reduce() {
+        use crate::algorithm::{Kernel, PhaseRequest, Runner};
+        use crate::runner::LocalRunner;
+        use crate::scd::kernel::{ScdKernel, ScdPhase};
+        let problem = crate::synthetic::problem(crate::Loss::Logistic, 5, 700, 64);
+        let (grid, shards) = (&problem.grid, problem.grid.targets.len());
+        let kernel = ScdKernel::new(crate::Loss::Logistic, shards);
+        let phase =
+            |block: usize| ScdPhase::Statistics { block, next_block: None, features: grid.shapes[block].features };
+        let expected = |block: usize| {
+            let outputs = (0..shards)
+                .map(|unit| {
+                    let mut state = kernel.fresh(unit, grid).unwrap();
+                    kernel.run(&phase(block), unit, &mut state, grid).unwrap()
+                })
+                .collect();
+            reduce(Reduction::RangeSum { len: 2 * grid.shapes[block].features }, outputs).sums
+        };
+        for threads in 1..=3 {
+            let mut runner = LocalRunner::new(kernel.clone(), grid, threads);
+            for block in [0, 2, 1] {
+                let len = 2 * grid.shapes[block].features;
+                let request =
+                    PhaseRequest { phase: phase(block), reduction: Reduction::RangeSum { len }, mutates: false };
+                let got = runner.run(request).unwrap();
+                assert_eq!(got.sums, expected(block), "block {block}, {threads} threads");
+                assert!(got.sums.sums.iter().any(|&s| s != 0));
+                assert_eq!(got.payloads.len(), shards);
+            }
+        }
+    }
+
     #[test]
     fn sparse_and_dense_contributions_add_exactly() {
         let mut total = vec![0i128; 3];
