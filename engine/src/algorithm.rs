@@ -228,6 +228,10 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
         grid: &G,
     ) -> Result<UnitOutput, G::Error>;
 
+    /// Takes back a unit's sums once the runner has added them up, to reuse their memory
+    /// ([`crate::scratch`]); by default they are dropped.
+    fn recycle(&self, _sums: Contribution) {}
+
     /// Records a committed state-changing phase in the mirror.
     fn commit(&self, mirror: &mut Self::Mirror, phase: &Self::Phase, output: &PhaseOutput);
 

@@ -31,6 +31,7 @@ pub mod reference;
 pub mod rng;
 pub mod runner;
 pub mod scd;
+pub mod scratch;
 #[cfg(test)]
 mod synthetic;
 

@@ -72,7 +72,7 @@ pub fn evaluate(model: &Model, data: &str, format: Option<Format>) -> Result<Eva
         }
         // The trainer's own kernel: predictions rebuilt from the weights, the loss summed
         // exactly, so the objective on the training grid is the training objective.
-        let kernel = ScdKernel { loss, shards: loaded.grid.targets.len() };
+        let kernel = ScdKernel::new(loss, loaded.grid.targets.len());
         let mut runner = LocalRunner::new(kernel, &loaded.grid, rayon::current_num_threads());
         runner.restore_all(&ScdParameters {
             theta: theta.into_iter().map(Into::into).collect(),

@@ -58,8 +58,10 @@ fn write_termination_message(message: &str) {
 /// turns the raising off. The cost is a page fault per 4 KiB of every fresh buffer: SCD's
 /// epochs on criteo-1m (one thread) took about 25% longer with it (docs/benchmarks.md,
 /// "What the allocator's threshold costs"), so only a process that runs under a memory
-/// bound sets it ([`linea_worker::cli::Cli::bounds_memory`]). Reusing the block buffers
-/// instead would give both, and is not done yet.
+/// bound sets it ([`linea_worker::cli::Cli::bounds_memory`]). SCD's per-cell buffers are
+/// now reused (linea_engine::scratch), which took most of that cost away; the threshold
+/// stays because the block-sized buffers are still allocated per block, and without it a
+/// bounded job's peak was 42% higher (docs/benchmarks.md, "Reused per-cell buffers").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_big_buffers_to_the_kernel() {
     // SAFETY: mallopt sets one parameter of the allocator and touches no memory of ours;

@@ -380,7 +380,7 @@ fn session<R>(
     body: impl FnOnce(&mut RemoteRunner<ScdKernel>, &[Arc<Traffic>]) -> R,
 ) -> (R, linea_worker::runtime::scheduler::Counters) {
     let secret = JobSecret::generate();
-    let kernel = ScdKernel { loss: Loss::Logistic, shards };
+    let kernel = ScdKernel::new(Loss::Logistic, shards);
     let mirror = ScdParameters { theta: vec![vec![0.0; features].into()], snapshots: Vec::new() };
     let job = Job {
         data: "simulated".into(),

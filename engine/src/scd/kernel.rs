@@ -6,6 +6,7 @@ use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput
 use crate::fixed::{Quantity, SumRange, to_fixed128};
 use crate::grid::Cell;
 use crate::loss::Loss;
+use crate::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -49,6 +50,25 @@ pub struct ScdKernel {
     pub loss: Loss,
     /// Row shards of the grid: SCD's units.
     pub shards: usize,
+    /// Vectors the statistics phase reuses from cell to cell; not configuration, so not
+    /// sent (the wire layout is that of the two fields above).
+    #[serde(skip)]
+    scratch: StatisticsScratch,
+}
+
+/// The statistics phase's per-cell vectors: the cell's `[gradient, curvature]` sums, and
+/// the sparse exact sums it returns, which the runner hands back ([`Kernel::recycle`])
+/// once it has added them up.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct StatisticsScratch {
+    sums: Scratch<[f64; 2]>,
+    pairs: Scratch<(u32, i128)>,
+}
+
+impl ScdKernel {
+    pub fn new(loss: Loss, shards: usize) -> Self {
+        ScdKernel { loss, shards, scratch: StatisticsScratch::default() }
+    }
 }
 
 /// SCD's phases (Algorithm 2 of the paper, plus the coarse correction's).
@@ -122,15 +142,21 @@ impl Kernel for ScdKernel {
                     grid.prefetch(*next, shard);
                 }
                 let cell = grid.cell(*block, shard)?;
-                let sums = kernels::cell_statistics(&cell, &targets, &state.predictions, loss);
-                range.check_pairs([Quantity::Gradient, Quantity::Curvature], &sums)?;
-                let at = *features as u32;
-                let pairs: Vec<[(u32, i128); 2]> = sums
-                    .iter()
-                    .zip(&cell.feature_ids)
-                    .map(|(&[g, h], &feature)| [(feature, to_fixed128(g)), (at + feature, to_fixed128(h))])
-                    .collect();
-                UnitOutput { sums: Contribution::Sparse(pairs.into_flattened()), payload: Vec::new() }
+                let mut sums = self.scratch.sums.take();
+                kernels::cell_statistics(&cell, &targets, &state.predictions, loss, &mut sums);
+                let checked = range.check_pairs([Quantity::Gradient, Quantity::Curvature], &sums);
+                let mut pairs = self.scratch.pairs.take();
+                if checked.is_ok() {
+                    let at = *features as u32;
+                    pairs.reserve(2 * sums.len());
+                    for (&[g, h], &feature) in sums.iter().zip(&cell.feature_ids) {
+                        pairs.push((feature, to_fixed128(g)));
+                        pairs.push((at + feature, to_fixed128(h)));
+                    }
+                }
+                self.scratch.sums.give(sums);
+                checked?;
+                UnitOutput { sums: Contribution::Sparse(pairs), payload: Vec::new() }
             }
             ScdPhase::Direction { block, delta } => {
                 let cell = grid.cell(*block, shard)?;
@@ -149,7 +175,11 @@ impl Kernel for ScdKernel {
                 payload: Vec::new(),
             },
             ScdPhase::Snapshot { keep } => {
-                state.snapshots.push(state.predictions.clone());
+                // The new snapshot takes the memory of the oldest where that is dropped.
+                let full = *keep > 0 && state.snapshots.len() >= *keep;
+                let mut newest = if full { state.snapshots.remove(0) } else { Vec::new() };
+                newest.clone_from(&state.predictions);
+                state.snapshots.push(newest);
                 if state.snapshots.len() > *keep {
                     state.snapshots.remove(0);
                 }
@@ -175,6 +205,12 @@ impl Kernel for ScdKernel {
                 UnitOutput { sums: Contribution::Dense(sums), payload: Vec::new() }
             }
         })
+    }
+
+    fn recycle(&self, sums: Contribution) {
+        if let Contribution::Sparse(pairs) = sums {
+            self.scratch.pairs.give(pairs);
+        }
     }
 
     fn commit(&self, mirror: &mut ScdParameters, phase: &ScdPhase, _: &PhaseOutput) {

@@ -21,13 +21,16 @@ use crate::scd::step::LOGISTIC_STEP_CANDIDATES;
 /// copy compiled for FMA and AVX2 with `exp` inlined ([`fast_exp`]), four rows' `exp`s at a
 /// time where a cell's rows all differ; every copy performs the same floating-point
 /// operations in the same order, so all give the same bits.
-pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<[f64; 2]> {
+///
+/// The sums are written into `sums` (its old contents dropped), so that a caller can reuse
+/// one vector for every cell ([`crate::scratch`]).
+pub fn cell_statistics(cell: &Cell, targets: &[f64], predictions: &[i64], loss: Loss, sums: &mut Vec<[f64; 2]>) {
     fma::dispatch! {
         if loss == Loss::Logistic && Exp::detect() == Exp::Inline;
-        fn(cell: &Cell, targets: &[f64], predictions: &[i64]) -> Vec<[f64; 2]> {
-            statistics_loop(cell, targets, predictions, LogisticInline)
+        fn(cell: &Cell, targets: &[f64], predictions: &[i64], sums: &mut Vec<[f64; 2]>) {
+            statistics_loop(cell, targets, predictions, LogisticInline, sums)
         }
-        else { statistics_loop(cell, targets, predictions, loss) }
+        else { statistics_loop(cell, targets, predictions, loss, sums) }
     }
 }
 
@@ -82,8 +85,11 @@ fn statistics_loop(
     targets: &[f64],
     predictions: &[i64],
     derivatives: impl RowDerivatives,
-) -> Vec<[f64; 2]> {
-    let mut sums = vec![[0.0; 2]; cell.feature_ids.len()];
+    sums: &mut Vec<[f64; 2]>,
+) {
+    sums.clear();
+    sums.resize(cell.feature_ids.len(), [0.0; 2]);
+    let sums = &mut sums[..];
     match &cell.values {
         CellValues::Ones => for_each_nonzero(cell, targets, predictions, derivatives, |_, j, first, second| {
             let s = &mut sums[j as usize];
@@ -97,8 +103,11 @@ fn statistics_loop(
             s[1] += second * x * x;
         }),
     }
-    sums
 }
+
+/// Groups of four rows whose derivatives [`for_each_nonzero`] takes before adding them:
+/// 4 KiB on the stack, small enough to stay in the L1 cache between its two passes.
+const TAKEN_GROUPS: usize = 64;
 
 /// Calls `add(k, local feature, l', l'')` for every non-zero `k` of the cell in order, with
 /// its row's derivatives. Rows repeat only in impure blocks, where the derivatives are
@@ -117,22 +126,29 @@ fn for_each_nonzero(
     // Without an early exit, so that the check is a vector loop.
     let distinct = rows.iter().zip(&rows[rows.len().min(1)..]).fold(true, |all, (a, b)| all & (a < b));
     if distinct {
-        // Two passes: every group of four rows' derivatives into a buffer, then the
-        // scatter-add. Fused, the compiler turned the vector derivatives back into scalar
-        // lanes to feed each lane's add (a division and a blend per row).
-        let (rows4, local4) = (rows.chunks_exact(4), local.chunks_exact(4));
-        let done = rows.len() - rows4.remainder().len();
-        // A `for` loop, not `map(..).collect()`: the closure would be compiled inside the
-        // iterator's `fold`, outside the FMA copy, with a library call per `mul_add`.
-        let mut taken: Vec<[[f64; 4]; 2]> = Vec::with_capacity(rows4.len());
-        for r in rows4 {
-            let at: [(f64, f64); 4] = std::array::from_fn(|i| row(r[i]));
-            let (first, second) = derivatives.at4(at.map(|a| a.0), at.map(|a| a.1));
-            taken.push([first, second]);
-        }
-        for (c, (j, [first, second])) in local4.zip(&taken).enumerate() {
-            for i in 0..4 {
-                add(4 * c + i, j[i], first[i], second[i]);
+        // Two passes over each run of TAKEN_GROUPS groups of four rows: the groups'
+        // derivatives into a buffer, then the scatter-add. Fused, the compiler turned the
+        // vector derivatives back into scalar lanes to feed each lane's add (a division and
+        // a blend per row). The buffer is on the stack: one the size of the cell (64 bytes
+        // per four rows, 256 KiB for a 16,384-row shard) was a fresh mapping per cell where
+        // glibc maps buffers of 128 KiB and more (docs/benchmarks.md, "What the
+        // allocator's threshold costs"). The adds happen in the same order either way.
+        let done = rows.len() - rows.len() % 4;
+        let mut taken = [[[0.0; 4]; 2]; TAKEN_GROUPS];
+        let runs = rows[..done].chunks(4 * TAKEN_GROUPS).zip(local[..done].chunks(4 * TAKEN_GROUPS));
+        for (run, (rows, local)) in runs.enumerate() {
+            // `for` loops, not `map(..).collect()`: the closure would be compiled inside the
+            // iterator's `fold`, outside the FMA copy, with a library call per `mul_add`.
+            for (t, r) in taken.iter_mut().zip(rows.chunks_exact(4)) {
+                let at: [(f64, f64); 4] = std::array::from_fn(|i| row(r[i]));
+                let (first, second) = derivatives.at4(at.map(|a| a.0), at.map(|a| a.1));
+                *t = [first, second];
+            }
+            let start = run * 4 * TAKEN_GROUPS;
+            for (c, (j, [first, second])) in local.chunks_exact(4).zip(&taken).enumerate() {
+                for i in 0..4 {
+                    add(start + 4 * c + i, j[i], first[i], second[i]);
+                }
             }
         }
         for (k, (&r, &j)) in rows.iter().zip(local).enumerate().skip(done) {
@@ -339,8 +355,10 @@ mod tests {
             let real = Cell::from_triples(triples.clone());
             let ones = Cell { values: CellValues::Ones, ..real.clone() };
             for cell in [ones, real] {
-                let library = statistics_loop(&cell, &targets, &predictions, Loss::Logistic);
-                let used = cell_statistics(&cell, &targets, &predictions, Loss::Logistic);
+                let (mut library, mut used) = (Vec::new(), vec![[f64::NAN; 2]; 7]);
+                statistics_loop(&cell, &targets, &predictions, Loss::Logistic, &mut library);
+                // A reused vector's old contents (here of another length) leave no trace.
+                cell_statistics(&cell, &targets, &predictions, Loss::Logistic, &mut used);
                 let bits = |v: &[[f64; 2]]| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&used), bits(&library));
                 assert!(library.iter().flatten().all(|s| s.is_finite() && *s != 0.0));

@@ -221,7 +221,7 @@ impl Scd {
     pub fn new(config: ScdConfig, shapes: Vec<BlockShape>, shards: usize) -> Self {
         let theta = shapes.iter().map(|s| BlockWeights::from(vec![0.0; s.features])).collect();
         Self {
-            kernel: ScdKernel { loss: config.loss, shards },
+            kernel: ScdKernel::new(config.loss, shards),
             config,
             shapes,
             state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new(), position: 0 },

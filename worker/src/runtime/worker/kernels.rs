@@ -5,7 +5,7 @@
 
 use super::unit_grid::UnitGrid;
 use crate::error::{LineaError, Result};
-use linea_engine::algorithm::{Kernel, UnitOutput, decode};
+use linea_engine::algorithm::{Contribution, Kernel, UnitOutput, decode};
 use linea_engine::cocoa::CocoaKernel;
 use linea_engine::hybrid::LinearKernel;
 use linea_engine::scd::kernel::ScdKernel;
@@ -20,6 +20,8 @@ pub trait DynKernel: Send + Sync {
     fn decode_phase(&self, bytes: &[u8]) -> Result<AnyPhase>;
     fn fresh(&self, unit: usize, grid: &UnitGrid) -> Result<AnyState>;
     fn run(&self, phase: &AnyPhase, unit: usize, state: &mut AnyState, grid: &UnitGrid) -> Result<UnitOutput>;
+    /// Hands a unit's added-up sums back to the kernel ([`Kernel::recycle`]).
+    fn recycle(&self, sums: Contribution);
     fn restore(&self, unit: usize, base: &[u8], grid: &UnitGrid) -> Result<AnyState>;
     fn base_key(&self, unit: usize) -> usize;
     fn encode_state(&self, state: &AnyState) -> Vec<u8>;
@@ -69,6 +71,10 @@ impl<K: Kernel> DynKernel for Erased<K> {
         let phase = phase.downcast_ref::<K::Phase>().ok_or_else(mismatch)?;
         let state = state.downcast_mut::<K::UnitState>().ok_or_else(mismatch)?;
         self.0.run(phase, unit, state, grid)
+    }
+
+    fn recycle(&self, sums: Contribution) {
+        self.0.recycle(sums)
     }
 
     fn restore(&self, unit: usize, base: &[u8], grid: &UnitGrid) -> Result<AnyState> {

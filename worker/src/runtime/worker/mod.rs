@@ -281,8 +281,9 @@ impl WorkerCore {
         let slot = self.unit_state(item, phase.version)?;
         let mut guard = slot.lock().expect("unit lock");
         let unit = guard.as_mut().expect("unit_state filled it");
+        let kernel = self.kernel();
         let output =
-            self.kernel().run(&phase.body, item.unit as usize, &mut unit.state, &self.unit_grid(item.unit as usize))?;
+            kernel.run(&phase.body, item.unit as usize, &mut unit.state, &self.unit_grid(item.unit as usize))?;
         if phase.mutates {
             unit.version += 1;
         }
@@ -309,6 +310,8 @@ impl WorkerCore {
                 Vec::new()
             }
         };
+        // Added up: the kernel reuses their memory for the next unit (linea_engine::scratch).
+        kernel.recycle(output.sums);
         Ok((sums, output.payload))
     }
 
