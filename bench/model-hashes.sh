@@ -20,7 +20,9 @@
 # certified stop, `--gap-tolerance 0`, so the digests follow the iterates alone): `lbfgs`,
 # `hybrid` (K = 4 slots; 1 on rcv1-small, which has one grain of rows) and `ipm` (K as the
 # hybrid, 10 epochs), each on 1 and 2 threads, plus a9a with squared loss (`a9a-squared`),
-# the case that made the hybrid's warm start diverge (docs/algorithms.md, the hybrid).
+# the case that made the hybrid's warm start diverge (docs/algorithms.md, the hybrid); and
+# the truncated Newton batch solver, alone (`newton`) and after the hybrid's warm start
+# (`hybrid-newton`), at most 200 iterations each.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
@@ -57,7 +59,7 @@ for entry in "${sets[@]}"; do
     fi
     runs=(default long)
     $cocoa && runs=(k1 k3)
-    $linear && runs=(lbfgs hybrid ipm)
+    $linear && runs=(lbfgs hybrid ipm newton hybrid-newton)
     slots=4
     [ "$name" = rcv1-small ] && slots=1
     for run in "${runs[@]}"; do
@@ -69,6 +71,8 @@ for entry in "${sets[@]}"; do
             lbfgs) extra=(--algorithm lbfgs --epochs 200 --gap-tolerance 0) ;;
             hybrid) extra=(--algorithm hybrid --slots "$slots" --epochs 200 --gap-tolerance 0) ;;
             ipm) extra=(--algorithm ipm --slots "$slots" --epochs 10 --gap-tolerance 0) ;;
+            newton) extra=(--algorithm lbfgs --batch-solver newton --epochs 200 --gap-tolerance 0) ;;
+            hybrid-newton) extra=(--algorithm hybrid --slots "$slots" --batch-solver newton --epochs 200 --gap-tolerance 0) ;;
         esac
         for threads in 1 2; do
             model="$out/$name.$run.t$threads.model"

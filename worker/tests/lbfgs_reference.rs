@@ -9,7 +9,7 @@ use common::reference::*;
 use common::*;
 use linea_engine::Loss;
 use linea_engine::algorithm::{Algorithm, Recovery};
-use linea_engine::hybrid::{Linear, LinearConfig, Mixing, Mode};
+use linea_engine::hybrid::{BatchSolver, Linear, LinearConfig, Mixing, Mode};
 use linea_engine::reference;
 use linea_engine::runner::LocalRunner;
 use linea_worker::gridload::LoadedGrid;
@@ -148,5 +148,51 @@ fn a9a_hybrid_warm_start_is_no_worse_than_zero_at_the_defaults() {
         let reached = *hybrid.state().objectives.last().unwrap();
         println!("{loss:?}: {} epochs, {reached} against {best}", hybrid.state().epoch);
         assert!(relative(reached, best).abs() <= 1e-6, "{loss:?}: {reached} vs {best}");
+    }
+}
+
+/// Truncated Newton alone on a9a with squared loss (l2 = 1), the targets as given and
+/// multiplied by 32 (the objective by 1,024): both reach 1e-6 of the closed-form ridge
+/// optimum within 10 Newton iterations. newton.cpp's absolute forcing term took 15 and 23
+/// (it stays at 0.5 longer the larger the objective, truncating every CG early); the
+/// scale-free term (`newton::forcing`) took 7 and 7 (docs/benchmarks.md, "The forcing term").
+#[test]
+fn a9a_squared_newton_reaches_ridge_in_few_iterations_at_any_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = data("a9a/a9a.train.libsvm");
+    let scaled = dir.path().join("a9a-x32.libsvm").to_string_lossy().into_owned();
+    let text = std::fs::read_to_string(&original).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (label, features) = l.split_once(' ').unwrap();
+            format!("{} {features}", 32.0 * label.parse::<f64>().unwrap())
+        })
+        .collect();
+    std::fs::write(&scaled, lines.join("\n") + "\n").unwrap();
+    for (scale, path) in [(1, original), (32, scaled)] {
+        let (_dir, loaded) = prepare(&path, spec(Format::Libsvm), 8192, Loss::Squared);
+        let (rows, targets, p) = (rows(&loaded), targets(&loaded), parameters(&loaded));
+        let best =
+            reference::objective(Loss::Squared, &rows, &targets, &reference::ridge(&rows, &targets, p, 1.0), 1.0);
+        let config = LinearConfig::new(Mode::Lbfgs, Loss::Squared, 1.0, 1, 15, 100, 1e-13, 0.0, 0.5, 0)
+            .unwrap()
+            .with_solver(BatchSolver::Newton);
+        let mut newton = Linear::for_grid(config, &loaded.grid).unwrap();
+        let mut runner = LocalRunner::new(newton.kernel().clone(), &loaded.grid, 2);
+        while newton.stop_reason().is_none()
+            && relative(*newton.state().objectives.last().unwrap_or(&f64::MAX), best) > 1e-6
+        {
+            newton.next_iter(&mut runner, Recovery::Needed).unwrap();
+        }
+        let state = newton.state();
+        let reached = *state.objectives.last().unwrap();
+        println!(
+            "x{scale}: {} Newton iterations, {} passes, {reached} vs ridge {best}",
+            state.epoch, state.evaluations
+        );
+        assert!(relative(reached, best).abs() <= 1e-6, "x{scale}: {reached} vs ridge {best}");
+        assert!(state.epoch <= 10, "x{scale}: {} Newton iterations to 1e-6", state.epoch);
     }
 }

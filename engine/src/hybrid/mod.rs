@@ -205,7 +205,7 @@ impl Linear {
         }
         let max_steps = u32::try_from(w.len().max(5)).unwrap_or(u32::MAX);
         let solve =
-            newton::pcg(&self.state.g, &self.state.diagonal, max_steps, |v| self.hessian_vector(runner, &w, v))?;
+            newton::pcg(&self.state.g, &self.state.diagonal, f0, max_steps, |v| self.hessian_vector(runner, &w, v))?;
         self.state.evaluations += u64::from(solve.steps);
         let slope = dot(&self.state.g, &solve.s);
         let mut evaluations = 0u64;
