@@ -308,7 +308,9 @@ pub trait Runner<K: Kernel> {
     fn reconfigure(&mut self, kernel: K, mirror: K::Mirror) -> Result<(), Self::Error>;
 }
 
-/// A duality gap certificate: `primal - dual >= primal - optimum`.
+/// A certificate of suboptimality, `absolute >= primal - optimum`: CoCoA's duality gap
+/// (`primal - dual`), or the batch family's gradient bound `|g|^2 / (4 l2)`
+/// ([`crate::hybrid::state::LinearState::certificate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct Gap {
     pub absolute: f64,
