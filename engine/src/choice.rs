@@ -16,8 +16,9 @@ pub enum Algorithm {
     Scd,
     /// CoCoA+ with one slot (K = 1): SDCA on the whole problem.
     Cocoa,
-    /// L-BFGS on exact batch gradients, Jacobi-preconditioned.
-    Lbfgs,
+    /// Truncated Newton on exact batch gradients and Hessian products (`--algorithm lbfgs
+    /// --batch-solver newton`): the same model for any worker count, like SCD.
+    Newton,
 }
 
 /// The properties of a problem the rule reads.
@@ -43,8 +44,8 @@ pub struct Problem {
 pub struct Choice {
     pub algorithm: Algorithm,
     /// The epoch limit when the run names none: SCD's default of 100, and 1,000 for CoCoA and
-    /// L-BFGS, whose epochs are cheaper and more numerous (L-BFGS reached 1e-6 on a9a after
-    /// 102 iterations, CoCoA on movielens after 83 epochs).
+    /// Newton, whose epochs are cheaper and more numerous (CoCoA reached 1e-6 on movielens
+    /// after 83 epochs; a Newton iteration is one batch pass per CG step).
     pub max_epochs: u32,
     pub reason: String,
 }
@@ -60,9 +61,12 @@ pub const OTHER_EPOCHS: u32 = 1000;
 pub const DENSE_FILL: f64 = 0.5;
 
 /// From this many non-zeros per feature (per unit of `l2`) on, every weight is determined by
-/// many rows and the Hessian's diagonal says most of its conditioning: L-BFGS with the Jacobi
-/// preconditioner needs few passes (a9a, w8a, adult).
-pub const LBFGS_NNZ_PER_FEATURE: f64 = 1000.0;
+/// many rows and the Hessian's diagonal says most of its conditioning: truncated Newton with
+/// the Jacobi-preconditioned CG needs few passes (a9a, w8a, adult). It took this case from
+/// L-BFGS once its CG forcing term no longer depended on the objective's scale: 1.2-1.5x behind
+/// L-BFGS on w8a, 1.3-5.4x ahead on a9a and adult, and on a9a, w8a and adult at `l2 = 0.1` (docs/benchmarks.md,
+/// "Choosing the algorithm, again").
+pub const NEWTON_NNZ_PER_FEATURE: f64 = 1000.0;
 
 /// Values at most this large count as scaled (binary, one-hot or normalized rows). CoCoA's
 /// dual steps slow down with the rows' squared norms against `l2`: on adult's raw columns
@@ -99,13 +103,15 @@ pub fn choose(problem: &Problem) -> Choice {
     if fill >= DENSE_FILL {
         return pick(Algorithm::Scd, format!("dense rows ({:.0}% of the features): scd", 100.0 * fill));
     }
-    if density >= LBFGS_NNZ_PER_FEATURE {
+    if density >= NEWTON_NNZ_PER_FEATURE {
         return pick(
-            Algorithm::Lbfgs,
-            format!("{density:.0} non-zeros per feature and unit of l2 (>= {LBFGS_NNZ_PER_FEATURE}): lbfgs"),
+            Algorithm::Newton,
+            format!(
+                "{density:.0} non-zeros per feature and unit of l2 (>= {NEWTON_NNZ_PER_FEATURE}): lbfgs --batch-solver newton"
+            ),
         );
     }
-    let few = format!("{density:.0} non-zeros per feature and unit of l2 (< {LBFGS_NNZ_PER_FEATURE})");
+    let few = format!("{density:.0} non-zeros per feature and unit of l2 (< {NEWTON_NNZ_PER_FEATURE})");
     if problem.max_abs > SCALED_MAX_ABS {
         return pick(Algorithm::Scd, format!("{few}, values up to {:e} (> {SCALED_MAX_ABS}): scd", problem.max_abs));
     }
@@ -145,9 +151,9 @@ mod tests {
     fn the_shared_sets_get_the_algorithm_that_was_fastest_on_them() {
         // docs/benchmarks.md, "Choosing the algorithm": the winner of each set at l2 = 1.
         for (name, fastest) in [
-            ("a9a", Algorithm::Lbfgs),
-            ("w8a", Algorithm::Lbfgs),
-            ("adult", Algorithm::Lbfgs),
+            ("a9a", Algorithm::Newton),
+            ("w8a", Algorithm::Newton),
+            ("adult", Algorithm::Newton),
             ("rcv1-small", Algorithm::Cocoa),
             ("criteo-sample", Algorithm::Cocoa),
             ("movielens-100k", Algorithm::Cocoa),

@@ -5,6 +5,7 @@ use crate::driver::AlgorithmName;
 use crate::manifest::Manifest;
 use crate::train::TrainOptions;
 use linea_engine::choice::{self, Algorithm, Problem};
+use linea_engine::hybrid::BatchSolver;
 
 /// The problem's properties as the manifest records them. A grid written before the manifest
 /// kept its value range (`ranges` absent) counts as unscaled: the rule then never picks
@@ -31,11 +32,11 @@ pub fn resolve(options: &TrainOptions, manifest: &Manifest) -> TrainOptions {
         return options.clone();
     }
     let choice = choice::choose(&problem(options, manifest));
-    let algorithm = match choice.algorithm {
-        Algorithm::Scd => AlgorithmName::Scd,
-        Algorithm::Cocoa => AlgorithmName::Cocoa,
-        Algorithm::Lbfgs => AlgorithmName::Lbfgs,
+    let (algorithm, solver) = match choice.algorithm {
+        Algorithm::Scd => (AlgorithmName::Scd, options.solver),
+        Algorithm::Cocoa => (AlgorithmName::Cocoa, options.solver),
+        Algorithm::Newton => (AlgorithmName::Lbfgs, BatchSolver::Newton),
     };
     let epochs = if options.epochs_given { options.epochs } else { choice.max_epochs };
-    TrainOptions { algorithm, epochs, chosen_by: Some(format!("auto: {}", choice.reason)), ..options.clone() }
+    TrainOptions { algorithm, solver, epochs, chosen_by: Some(format!("auto: {}", choice.reason)), ..options.clone() }
 }
