@@ -8,8 +8,8 @@
 
 use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction};
-use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction, Runner};
+use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaKernel, CocoaPhase, ElasticConfig, ScaleIn};
 use linea_engine::grid::InMemoryGrid;
 use std::time::Instant;
 
@@ -30,14 +30,22 @@ pub struct Setting {
     pub sigma_cap: Option<f64>,
     /// Without a cap: per-feature `sigma'_j` (the default) or the scalar K.
     pub aggregation: Aggregation,
+    /// Scale-ins forced after these epochs, `(epoch, to)` in epoch order, instead of a
+    /// policy's: the hindsight search of `elastic-oracle` tries every switch point.
+    pub schedule: Vec<(u32, u32)>,
 }
 
 impl Setting {
     pub fn label(&self) -> String {
-        match self.elastic_min {
+        let mut label = match self.elastic_min {
             Some(min) => format!("elastic {}->{min}", self.slots),
-            None => format!("static K={}", self.slots),
+            None if self.schedule.is_empty() => format!("static K={}", self.slots),
+            None => format!("K={}", self.slots),
+        };
+        for (epoch, to) in &self.schedule {
+            label += &format!(" ->{to} after {epoch}");
         }
+        label
     }
 }
 
@@ -117,9 +125,13 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
         .map_err(err)?;
     let (wall_started, sim_started, cpu_started) = (Instant::now(), sim_now(), process_cpu_seconds());
     let mut points = Vec::new();
+    let mut forced = setting.schedule.iter().peekable();
     loop {
         let slots = cocoa.state().slots;
         cocoa.next_iter(&mut runner, Recovery::Needed).map_err(err)?;
+        if let Some(&(_, to)) = forced.next_if(|(epoch, _)| *epoch == cocoa.state().epoch) {
+            force_scale_in(&mut cocoa, &mut runner, to)?;
+        }
         let gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
         let point = Point {
             slots,
@@ -135,6 +147,24 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
         }
     }
     Ok(Trace { points, scale_ins: cocoa.state().scale_ins.clone() })
+}
+
+/// What a policy's scale-in does after an epoch (`Cocoa::next_iter`): the state to `to`
+/// slots, each merged slot rebuilt from its old slots' rows, timed as a scale-in is. The
+/// state is whole here: a forced schedule starts above one slot, where no slot holds state
+/// the master lacks.
+fn force_scale_in(
+    cocoa: &mut Cocoa,
+    runner: &mut TimedRunner<'_, CocoaKernel, InMemoryGrid>,
+    to: u32,
+) -> Result<(), String> {
+    let mut state = cocoa.state().clone();
+    if state.slots <= to || !state.slots.is_multiple_of(to) {
+        return Err(format!("a scale-in {} -> {to} does not merge slots", state.slots));
+    }
+    state.slots = to;
+    cocoa.set_state(state);
+    runner.reconfigure(cocoa.kernel().clone(), cocoa.mirror()).map_err(|e| e.to_string())
 }
 
 /// The grid without the bias block `linea prepare` adds (the feature that is 1 in every

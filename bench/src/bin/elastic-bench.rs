@@ -120,6 +120,7 @@ fn settings(args: &Args) -> Vec<Setting> {
         threads: slots.min(2) as usize,
         sigma_cap,
         aggregation,
+        schedule: Vec::new(),
     };
     let mut all: Vec<Setting> = args.statics.iter().map(|&k| one(k, None)).collect();
     for &start in &args.elastic_starts {
