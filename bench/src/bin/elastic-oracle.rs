@@ -60,7 +60,7 @@ impl Fastest {
     }
 }
 
-/// Runs of each winner after the search: the search keeps the fastest of some 300 runs whose
+/// Runs of each winner after the search: the search keeps the fastest of some 270 runs whose
 /// clock varies by 20-50% under load, which flatters the fastest schedule; the table's
 /// ratios are medians of these, interleaved (A B C A B C).
 const REPEATS: usize = 3;
