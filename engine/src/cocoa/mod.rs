@@ -46,6 +46,7 @@ pub mod catalyst;
 mod catalyst_tests;
 pub mod config;
 pub mod elastic;
+mod gather;
 pub mod kernel;
 pub mod layout;
 #[cfg(test)]
