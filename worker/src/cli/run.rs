@@ -168,49 +168,31 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 master_names.join(", ")
             ));
         }
-        Command::Worker {
-            master,
-            listen,
-            advertise,
-            threads,
-            cache_mb,
-            reconnect_for,
-            drain_timeout,
-            master_name,
-            secret_file,
-            tls,
-        } => {
+        Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout } => {
             // What `kubectl logs` of a worker pod shows: whom it serves, and how it ended.
-            progress.always(&format!("worker of master {master}, listening on {listen}"));
+            progress.always(&format!("worker of master {}, listening on {listen}", master.address()));
             worker::run(worker::WorkerOptions {
-                master: master_url(&master),
+                master: master.url(),
                 listen,
                 advertise,
                 threads: threads.unwrap_or_else(all_cores),
                 cache_bytes: cache_mb << 20,
                 reconnect_for: Duration::from_secs(reconnect_for),
                 drain_timeout: Duration::from_secs(drain_timeout),
-                secret: JobSecret::load(secret_file.as_deref())?,
-                transport: tls.transport(Role::Member)?,
-                master_name,
+                secret: master.secret()?,
+                transport: master.transport()?,
+                master_name: master.master_name,
             })?;
             progress.always("worker done: released by the master");
         }
-        Command::Status { master, master_name, secret_file, tls } => {
-            let secret = JobSecret::load(secret_file.as_deref())?;
-            let status =
-                client::status(&master_url(&master), master_name.as_deref(), &secret, &tls.transport(Role::Member)?)?;
+        Command::Status { master } => {
+            let (secret, transport) = (master.secret()?, master.transport()?);
+            let status = client::status(&master.url(), master.master_name.as_deref(), &secret, &transport)?;
             println!("{}", serde_json::to_string_pretty(&client::status_json(&status)).expect("serializes"));
         }
-        Command::Drain { master, worker, master_name, secret_file, tls } => {
-            let secret = JobSecret::load(secret_file.as_deref())?;
-            let found = client::drain(
-                &master_url(&master),
-                master_name.as_deref(),
-                &secret,
-                &tls.transport(Role::Member)?,
-                &worker,
-            )?;
+        Command::Drain { master, worker } => {
+            let (secret, transport) = (master.secret()?, master.transport()?);
+            let found = client::drain(&master.url(), master.master_name.as_deref(), &secret, &transport, &worker)?;
             if !found {
                 return Err(LineaError::Usage(format!("the master knows no worker {worker:?}")));
             }
@@ -294,11 +276,6 @@ fn local_master_names(listen: &str) -> Vec<String> {
     names.retain(|n| !n.is_empty());
     names.dedup();
     names
-}
-
-/// `host:port` or a URL, as a URL.
-fn master_url(master: &str) -> String {
-    if master.contains("://") { master.to_string() } else { format!("http://{master}") }
 }
 
 #[cfg(test)]
