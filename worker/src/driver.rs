@@ -153,17 +153,31 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
     }
 }
 
-/// The algorithms `linea train --algorithm` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The algorithms `linea train --algorithm` knows. The variants' doc comments are
+/// `--algorithm`'s help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum AlgorithmName {
-    /// `linea train`'s default: one of the others, chosen from the data by [`resolve`]
-    /// before anything runs.
+    /// `linea train`'s default: the algorithm that reached the optimum first on problems like
+    /// this one, chosen from the data and the parameters only (never the machine), so the
+    /// same grid and flags give the same model on every machine (docs/algorithms.md, "When to
+    /// pick which"). Not for `linea master`, whose default is scd.
     Auto,
+    /// Scalable Coordinate Descent: the same model bytes for any worker count.
     Scd,
+    /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
+    /// the slot count K (--slots), not on how many processes serve the slots.
     Cocoa,
+    /// L-BFGS on exact batch gradients ("distributed gradient"): the same model bytes for
+    /// any worker count, like SCD.
     Lbfgs,
+    /// One AdaGrad pass per slot, averaged per feature, then L-BFGS (Agarwal et al.): the
+    /// model depends on --slots, not on the processes serving them.
     Hybrid,
+    /// Iterative parameter mixtures (Hall et al.): every epoch each slot runs an online
+    /// pass from the mixed model (SGD; the averaged perceptron for hinge), then they are
+    /// averaged. Fast early accuracy; does not converge to the regularized optimum in
+    /// general. Depends on --slots.
     Ipm,
 }
 

@@ -2,8 +2,7 @@
 
 use super::Cli;
 use super::commands::Command;
-use super::train_args::AlgorithmArg;
-use crate::driver::TrainSummary;
+use crate::driver::{AlgorithmName, TrainSummary};
 use crate::error::{LineaError, Result};
 use crate::input::FeatureSpec;
 use crate::progress::Progress;
@@ -81,7 +80,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             let threads = threads.unwrap_or_else(all_cores);
             let options = train::TrainOptions {
                 worker_cache_mb: cache_mb,
-                ..args.options(threads, workers, AlgorithmArg::Auto)?
+                ..args.options(threads, workers, AlgorithmName::Auto)?
             };
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
@@ -98,7 +97,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             wait_for_workers_timeout,
             late_workers_for,
         } => {
-            if args.algorithm == Some(AlgorithmArg::Auto) {
+            if args.algorithm == Some(AlgorithmName::Auto) {
                 return Err(LineaError::Usage(
                     "--algorithm auto is `linea train`'s: a master runs a named algorithm (default scd, whose model \
                      is the same for any worker count)"
@@ -120,7 +119,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let train = args.options(0, 0, AlgorithmArg::Scd)?;
+            let train = args.options(0, 0, AlgorithmName::Scd)?;
             let options = master::MasterOptions {
                 train,
                 listen,
