@@ -64,7 +64,8 @@ impl LinearState {
         let gradient = self.f.is_some()
             && !self.g.is_empty()
             && gradient_norm <= config.gradient_tolerance() * self.initial_gradient_norm;
-        let certified = self.certificate(config.l2(), gradient_norm).is_some_and(|gap| gap.relative <= config.gap_tolerance());
+        let certified =
+            self.certificate(config.l2(), gradient_norm).is_some_and(|gap| gap.relative <= config.gap_tolerance());
         if self.epoch > 0 && certified {
             Some(StopReason::GapReached)
         } else if self.stalled || converged || (self.epoch > 0 && gradient) {
