@@ -78,12 +78,23 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
+            // In one process a signal stops the run between epochs, keeping their model;
+            // `--workers N` is ended by it, with its worker processes.
             let options = train::TrainOptions {
                 worker_cache_mb: cache_mb,
+                stop_on_signals: workers == 0,
                 ..args.options(threads, workers, AlgorithmName::Auto)?
             };
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
+            if let Some(signal) = summary.interrupted {
+                let trace = options.trace.as_ref().map_or(String::new(), |t| format!(" and {t} its trace"));
+                return Err(LineaError::Stopped(format!(
+                    "on {signal} after epoch {}: {} holds the model of the epochs done{trace}; it is not converged \
+                     (no stopping rule was met)",
+                    summary.epochs, options.model
+                )));
+            }
         }
         Command::Master {
             args,

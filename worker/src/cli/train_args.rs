@@ -193,6 +193,8 @@ pub(super) struct TrainArgs {
     /// Write the objective (and duality gap, CoCoA) after every epoch as CSV:
     /// epoch,seconds,objective,gap,relative_gap,workers,algorithm (workers: the count an
     /// elastic run wanted after the epoch; algorithm: the one that ran, as `auto` chose it).
+    /// A local file gets each line when its epoch ends, so a stopped run keeps its epochs;
+    /// an s3:// one is written at the end.
     #[arg(long)]
     trace: Option<String>,
     /// Serve the master's Prometheus metrics (epoch, objective, gap, rows/s, workers,
@@ -344,6 +346,7 @@ impl TrainArgs {
             workers,
             worker_cache_mb: None,
             metrics_listen,
+            stop_on_signals: false,
         })
     }
 }
