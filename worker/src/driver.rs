@@ -225,6 +225,9 @@ pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &P
 /// the epoch in which `interrupt` received a signal. When it stops, the algorithm collects
 /// what its units kept ([`Algorithm::settle`]), so its weights are whole. Returns the total
 /// seconds, the collection included.
+// Eight: the run, its sizes, and one hook per concern around it (progress, trace,
+// checkpoints, signals, the caller's); a struct for its two callers would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn drive<A: Algorithm, R: Runner<A::Kernel>>(
     algorithm: &mut A,
     runner: &mut R,
