@@ -353,19 +353,10 @@ pub struct ScalingDecision {
 pub enum StopReason {
     /// The objective stopped improving by more than the tolerance.
     Converged,
-    /// The duality gap fell below its tolerance.
+    /// The certified bound fell below its tolerance: CoCoA's duality gap, the batch
+    /// family's gradient bound ([`Algorithm::gap_name`] says which).
     GapReached,
     MaxEpochs,
-}
-
-impl StopReason {
-    pub fn describe(self) -> &'static str {
-        match self {
-            StopReason::Converged => "converged",
-            StopReason::GapReached => "duality gap below tolerance",
-            StopReason::MaxEpochs => "epoch limit reached",
-        }
-    }
 }
 
 /// Whether the master's state must be whole after an iteration; the driver decides it for

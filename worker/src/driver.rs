@@ -5,10 +5,12 @@
 
 use crate::error::{LineaError, Result};
 use crate::gridload::Layout;
+use crate::interrupt::Interrupt;
 use crate::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
 use crate::plot;
 use crate::progress::Progress;
 use crate::storage;
+use crate::trace;
 use crate::train::TrainOptions;
 use linea_engine::algorithm::{Algorithm, Gap, Iteration, Recovery, Runner};
 use linea_engine::cocoa::{Cocoa, CocoaConfig};
@@ -51,6 +53,9 @@ pub struct TrainSummary {
     pub nnz: u64,
     pub trace: Vec<EpochPoint>,
     pub model_bytes: Vec<u8>,
+    /// The signal that stopped the run before its own rule did (`linea train` in one
+    /// process): the model is that of the epochs done, not converged.
+    pub interrupted: Option<&'static str>,
 }
 
 impl TrainSummary {
@@ -153,17 +158,31 @@ pub fn with_algorithm<W: WithAlgorithm>(options: &TrainOptions, layout: &Layout,
     }
 }
 
-/// The algorithms `linea train --algorithm` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The algorithms `linea train --algorithm` knows. The variants' doc comments are
+/// `--algorithm`'s help text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum AlgorithmName {
-    /// `linea train`'s default: one of the others, chosen from the data by [`resolve`]
-    /// before anything runs.
+    /// `linea train`'s default: the algorithm that reached the optimum first on problems like
+    /// this one, chosen from the data and the parameters only (never the machine), so the
+    /// same grid and flags give the same model on every machine (docs/algorithms.md, "When to
+    /// pick which"). Not for `linea master`, whose default is scd.
     Auto,
+    /// Scalable Coordinate Descent: the same model bytes for any worker count.
     Scd,
+    /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
+    /// the slot count K (--slots), not on how many processes serve the slots.
     Cocoa,
+    /// L-BFGS on exact batch gradients ("distributed gradient"): the same model bytes for
+    /// any worker count, like SCD.
     Lbfgs,
+    /// One AdaGrad pass per slot, averaged per feature, then L-BFGS (Agarwal et al.): the
+    /// model depends on --slots, not on the processes serving them.
     Hybrid,
+    /// Iterative parameter mixtures (Hall et al.): every epoch each slot runs an online
+    /// pass from the mixed model (SGD; the averaged perceptron for hinge), then they are
+    /// averaged. Fast early accuracy; does not converge to the regularized optimum in
+    /// general. Depends on --slots.
     Ipm,
 }
 
@@ -202,9 +221,13 @@ pub fn describe_grid(layout: &Layout, data: &str, started: Instant, progress: &P
 /// brings from its checkpoint). `after` follows every iteration, with the trace updated
 /// when the iteration ended an epoch (status, and checkpoints when `checkpoints`: then every
 /// iteration must be recoverable, as must every one on a runner that can lose a unit:
-/// [`Recovery::for_iteration`]). When the run stops, the algorithm collects what its units
-/// kept ([`Algorithm::settle`]), so its weights are whole. Returns the total seconds, the
-/// collection included.
+/// [`Recovery::for_iteration`]). The run stops at the algorithm's own rule, or at the end of
+/// the epoch in which `interrupt` received a signal. When it stops, the algorithm collects
+/// what its units kept ([`Algorithm::settle`]), so its weights are whole. Returns the total
+/// seconds, the collection included.
+// Eight: the run, its sizes, and one hook per concern around it (progress, trace,
+// checkpoints, signals, the caller's); a struct for its two callers would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn drive<A: Algorithm, R: Runner<A::Kernel>>(
     algorithm: &mut A,
     runner: &mut R,
@@ -212,6 +235,7 @@ pub fn drive<A: Algorithm, R: Runner<A::Kernel>>(
     progress: &Progress,
     trace: &mut Vec<EpochPoint>,
     checkpoints: bool,
+    interrupt: &Interrupt,
     mut after: impl FnMut(&A, &Iteration<A::Step>, &[EpochPoint]) -> Result<()>,
 ) -> Result<f64>
 where
@@ -264,6 +288,10 @@ where
                 nnz / epoch_seconds / 1e6
             ),
         );
+        if let Some(signal) = interrupt.received() {
+            bar.note(&format!("{signal}: stopping after epoch {}", report.epoch));
+            break;
+        }
     }
     algorithm.settle(runner)?;
     bar.finish();
@@ -286,10 +314,7 @@ pub fn finish<A: Algorithm>(
     let report = algorithm.progress();
     let objective = report.objective.or(trace.last().map(|p| p.objective)).unwrap_or(f64::NAN);
     let objective = scale.unscale_objective(objective);
-    let trace: Vec<EpochPoint> = trace
-        .into_iter()
-        .map(|p| EpochPoint { objective: scale.unscale_objective(p.objective), gap: p.gap.map(unscale_gap), ..p })
-        .collect();
+    let trace: Vec<EpochPoint> = trace.into_iter().map(|p| trace::unscaled(p, scale)).collect();
     let weights = algorithm.weights();
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
@@ -314,17 +339,9 @@ pub fn finish<A: Algorithm>(
     let model_bytes = render_model(&header, layout, storage.as_ref(), &weights, |w| scale.unscale_weight(w))?;
     storage::write_file(&options.model, &model_bytes)?;
     if let Some(path) = &options.trace {
-        let mut csv = String::from("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n");
-        let name = algorithm.name();
-        for p in &trace {
-            let (gap, relative) =
-                p.gap.map_or((String::new(), String::new()), |g| (g.absolute.to_string(), g.relative.to_string()));
-            let workers = p.workers.map_or(String::new(), |w| w.to_string());
-            // A blank objective: the epoch's objective was not computed.
-            let objective = if p.objective.is_nan() { String::new() } else { p.objective.to_string() };
-            csv.push_str(&format!("{},{:.6},{objective},{gap},{relative},{workers},{name}\n", p.epoch, p.seconds));
-        }
-        storage::write_file(path, csv.as_bytes())?;
+        // The whole trace again (a local one was written as the run went): an s3:// one
+        // appears only now.
+        storage::write_file(path, trace::csv(&trace, algorithm.name()).as_bytes())?;
     }
     if let Some(path) = &options.plot {
         let title = format!(
@@ -346,6 +363,7 @@ pub fn finish<A: Algorithm>(
         nnz: layout.manifest.nnz,
         trace,
         model_bytes,
+        interrupted: None,
     })
 }
 

@@ -30,7 +30,8 @@ pub enum LineaError {
     #[error("training failed: {0}")]
     Training(#[from] EngineError),
     /// The master stopped on SIGTERM or SIGINT with its last completed iteration in the
-    /// checkpoint (the text says which): not a failure, and not the end of the job.
+    /// checkpoint, or `linea train` with the model of the epochs done written (the text says
+    /// which): not a failure, and not the end of the job.
     #[error("{0}")]
     Stopped(String),
 }
@@ -38,7 +39,9 @@ pub enum LineaError {
 /// Exit code of a master that stopped on a signal after checkpointing ([`LineaError::Stopped`]):
 /// 128 + SIGTERM, what a shell and the kubelet report for a process SIGTERM ended, so a
 /// master killed by SIGTERM before its handler ran (or an older one without it) reads the
-/// same. The operator restarts such a master at once, without counting a failure.
+/// same. The operator restarts such a master at once, without counting a failure. A
+/// `linea train` stopped so (its model of the epochs done written) exits with it too: not
+/// 0, since its model is not converged.
 pub const EXIT_STOPPED: i32 = 143;
 
 impl LineaError {

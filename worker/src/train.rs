@@ -5,9 +5,11 @@ use crate::choose;
 use crate::driver::{self, AlgorithmName, TrainSummary, WithAlgorithm};
 use crate::error::Result;
 use crate::gridload::{self, LoadedGrid};
+use crate::interrupt::Interrupt;
 use crate::manifest::Manifest;
 use crate::progress::Progress;
 use crate::storage;
+use crate::trace::TraceFile;
 use linea_engine::Loss;
 use linea_engine::algorithm::Algorithm;
 use linea_engine::cocoa::{AccelerateConfig, ElasticConfig};
@@ -77,6 +79,9 @@ pub struct TrainOptions {
     /// Where the master (`linea master`, or `--workers N`'s in-process one) serves its
     /// `/metrics`; `None`: nowhere.
     pub metrics_listen: Option<String>,
+    /// In one process: the first SIGTERM or SIGINT stops the run at the end of its epoch and
+    /// writes the model of the epochs done ([`Interrupt`]); `linea train` sets it.
+    pub stop_on_signals: bool,
 }
 
 impl TrainOptions {
@@ -112,6 +117,7 @@ impl TrainOptions {
             workers: 0,
             worker_cache_mb: None,
             metrics_listen: None,
+            stop_on_signals: false,
         }
     }
 }
@@ -150,8 +156,17 @@ impl WithAlgorithm for InProcess<'_> {
     type Output = TrainSummary;
 
     fn run<A: Algorithm>(self, mut algorithm: A) -> Result<TrainSummary> {
-        let (trace, seconds) = run(&mut algorithm, self.loaded, self.options.threads, self.progress)?;
-        driver::finish(self.options, &self.loaded.layout, &algorithm, trace, seconds)
+        let options = self.options;
+        let scale = self.loaded.layout.manifest.target_scale(options.loss);
+        let trace_file =
+            options.trace.as_deref().map(|t| TraceFile::create(t, algorithm.name(), scale)).transpose()?.flatten();
+        let interrupt = if options.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
+        let (trace, seconds) =
+            run_watched(&mut algorithm, self.loaded, options.threads, self.progress, trace_file, &interrupt)?;
+        // A signal that came after the run's own rule stopped it changed nothing.
+        let interrupted = interrupt.received().filter(|_| algorithm.stop_reason().is_none());
+        let summary = driver::finish(options, &self.loaded.layout, &algorithm, trace, seconds)?;
+        Ok(TrainSummary { interrupted, ..summary })
     }
 }
 
@@ -163,6 +178,19 @@ pub fn run<A: Algorithm>(
     threads: usize,
     progress: &Progress,
 ) -> Result<(Vec<EpochPoint>, f64)> {
+    run_watched(algorithm, loaded, threads, progress, None, &Interrupt::none())
+}
+
+/// [`run`], writing each epoch's trace line to `trace_file` as it ends, and stopping at the
+/// end of the epoch in which `interrupt` received a signal.
+fn run_watched<A: Algorithm>(
+    algorithm: &mut A,
+    loaded: &LoadedGrid,
+    threads: usize,
+    progress: &Progress,
+    mut trace_file: Option<TraceFile>,
+    interrupt: &Interrupt,
+) -> Result<(Vec<EpochPoint>, f64)> {
     let mut runner = LocalRunner::new(algorithm.kernel().clone(), &loaded.grid, threads);
     // The units' set-up belongs with loading the grid, before the trace's clock starts.
     runner.prepare()?;
@@ -170,6 +198,9 @@ pub fn run<A: Algorithm>(
     let sizes = (loaded.grid.rows() as f64, loaded.grid.nnz() as f64);
     // No checkpoints, and the runner keeps its units: nothing needs an epoch's state but the
     // next epoch (a lone CoCoA slot keeps its duals and model until the run stops).
-    let seconds = driver::drive(algorithm, &mut runner, sizes, progress, &mut trace, false, |_, _, _| Ok(()))?;
+    let seconds =
+        driver::drive(algorithm, &mut runner, sizes, progress, &mut trace, false, interrupt, |_, _, trace| {
+            trace_file.as_mut().map_or(Ok(()), |f| f.append(trace))
+        })?;
     Ok((trace, seconds))
 }

@@ -56,6 +56,10 @@ pub struct Linear {
     config: LinearConfig,
     kernel: LinearKernel,
     state: LinearState,
+    /// `|state.g|`, computed once whenever `g` changes (an epoch, a restored state, a
+    /// replayed step): the stop rule and the certificate both read it every epoch, and it
+    /// is a pass over every feature. Not part of the state: it follows from it.
+    gradient_norm: f64,
 }
 
 /// What one L-BFGS iteration did, for the epoch's step and note.
@@ -114,7 +118,7 @@ impl Linear {
             block_offsets,
         };
         let state = LinearState { w: vec![0.0; features], ..LinearState::default() };
-        Ok(Self { config, kernel, state })
+        Ok(Self { config, kernel, state, gradient_norm: 0.0 })
     }
 
     /// A run over an in-memory grid.
@@ -417,6 +421,7 @@ impl Algorithm for Linear {
 
     fn set_state(&mut self, state: LinearState) {
         self.state = state;
+        self.gradient_norm = norm(&self.state.g);
     }
 
     fn replay(&mut self, step: LinearStep) -> Result<(), EngineError> {
@@ -450,6 +455,7 @@ impl Algorithm for Linear {
             }
             state.diagonal = diagonal;
         }
+        self.gradient_norm = norm(&self.state.g);
         Ok(())
     }
 
@@ -521,6 +527,7 @@ impl Algorithm for Linear {
             stalled: state.stalled,
             diagonal,
         };
+        self.gradient_norm = norm(&self.state.g);
         Ok(Iteration { epoch_done: true, step, note })
     }
 
@@ -528,7 +535,7 @@ impl Algorithm for Linear {
         Progress {
             epoch: self.state.epoch,
             objective: self.state.objectives.last().copied(),
-            gap: self.state.certificate(self.config.l2()),
+            gap: self.state.certificate(self.config.l2(), self.gradient_norm),
             initial_objective: self.state.initial,
             initial_gap: self.state.initial_certificate(self.config.l2()),
             ..Progress::default()
@@ -536,7 +543,7 @@ impl Algorithm for Linear {
     }
 
     fn stop_reason(&self) -> Option<StopReason> {
-        self.state.stop_reason(&self.config)
+        self.state.stop_reason(&self.config, self.gradient_norm)
     }
 
     fn weights(&self) -> Vec<Vec<f64>> {

@@ -1,7 +1,7 @@
 //! What a checkpoint of L-BFGS, the hybrid or IPM holds, and what one epoch changes.
 
 use super::config::LinearConfig;
-use super::lbfgs::{Pair, norm};
+use super::lbfgs::Pair;
 use crate::algorithm::{Gap, StopReason};
 use serde::{Deserialize, Serialize};
 
@@ -54,16 +54,18 @@ pub struct LinearStep {
 }
 
 impl LinearState {
-    /// Why the run should stop, from the history alone (and the stall flag).
-    pub fn stop_reason(&self, config: &LinearConfig) -> Option<StopReason> {
+    /// Why the run should stop, from the history alone (and the stall flag);
+    /// `gradient_norm` is `|g|` (the caller keeps it: a pass over every feature).
+    pub fn stop_reason(&self, config: &LinearConfig, gradient_norm: f64) -> Option<StopReason> {
         let n = self.objectives.len();
         let converged = n >= 4
             && (self.objectives[n - 4] - self.objectives[n - 1]).abs()
                 <= config.tolerance() * self.objectives[n - 1].abs();
         let gradient = self.f.is_some()
             && !self.g.is_empty()
-            && norm(&self.g) <= config.gradient_tolerance() * self.initial_gradient_norm;
-        let certified = self.certificate(config.l2()).is_some_and(|gap| gap.relative <= config.gap_tolerance());
+            && gradient_norm <= config.gradient_tolerance() * self.initial_gradient_norm;
+        let certified =
+            self.certificate(config.l2(), gradient_norm).is_some_and(|gap| gap.relative <= config.gap_tolerance());
         if self.epoch > 0 && certified {
             Some(StopReason::GapReached)
         } else if self.stalled || converged || (self.epoch > 0 && gradient) {
@@ -80,13 +82,13 @@ impl LinearState {
     /// regularized too), so `F(w) - F* <= |g|^2 / (2 * 2 l2)` (Boyd and Vandenberghe, eq.
     /// 9.9). It plays the part CoCoA's duality gap plays: a certified stop, and the gap of the
     /// trace, the plot and the status. `None` before the first evaluation or without an L2
-    /// term (squared loss at `l2 = 0` has no such bound).
-    pub fn certificate(&self, l2: f64) -> Option<Gap> {
+    /// term (squared loss at `l2 = 0` has no such bound). `gradient_norm` is `|g|`.
+    pub fn certificate(&self, l2: f64, gradient_norm: f64) -> Option<Gap> {
         let f = self.f?;
         if self.g.is_empty() {
             return None;
         }
-        gradient_certificate(f, norm(&self.g), l2)
+        gradient_certificate(f, gradient_norm, l2)
     }
 
     /// [`Self::certificate`] at the start (`w = 0`, or the point a run was given).

@@ -184,8 +184,11 @@ pub(crate) fn pod(job: &TrainingJob, options: &BuildOptions, parts: PodParts) ->
     }
 }
 
-fn secret_file() -> String {
-    format!("{SECRET_DIR}/{TOKEN_KEY}")
+/// The flags that give a master or worker the job's secret and certificates, both from the
+/// job Secret mounted at [`SECRET_DIR`] (the worker's are `linea worker`'s `MasterAddress`
+/// group, the master's its own).
+fn job_credentials() -> [String; 4] {
+    ["--secret-file".into(), format!("{SECRET_DIR}/{TOKEN_KEY}"), "--tls-dir".into(), SECRET_DIR.into()]
 }
 
 pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
@@ -200,13 +203,9 @@ pub fn master_pod(job: &TrainingJob, options: &BuildOptions) -> Pod {
         format!("{}.checkpoint", spec.model_uri),
         "--listen".into(),
         format!("0.0.0.0:{MASTER_PORT}"),
-        "--secret-file".into(),
-        secret_file(),
-        "--tls-dir".into(),
-        SECRET_DIR.into(),
-        "--metrics-listen".into(),
-        format!("0.0.0.0:{MASTER_METRICS_PORT}"),
     ];
+    args.extend(job_credentials());
+    args.extend(["--metrics-listen".into(), format!("0.0.0.0:{MASTER_METRICS_PORT}")]);
     let params: Vec<(&str, String)> = match &spec.algorithm {
         Algorithm::Scd(p) => vec![
             ("--loss", p.loss.as_str().to_string()),
@@ -346,13 +345,10 @@ pub fn worker_pod(job: &TrainingJob, index: i32, options: &BuildOptions) -> Pod 
         master,
         "--listen".into(),
         format!("0.0.0.0:{WORKER_PORT}"),
-        "--secret-file".into(),
-        secret_file(),
         "--drain-timeout".into(),
         WORKER_DRAIN_TIMEOUT_SECONDS.to_string(),
-        "--tls-dir".into(),
-        SECRET_DIR.into(),
     ];
+    args.extend(job_credentials());
     if let Some(threads) = workers.threads {
         args.extend(["--threads".into(), threads.to_string()]);
     }

@@ -3,6 +3,7 @@
 use super::train_args::TrainArgs;
 use crate::error::Result;
 use crate::input::{Format, NumericMode};
+use crate::runtime::auth::JobSecret;
 use crate::runtime::master;
 use crate::runtime::speculation::Speculation;
 use clap::Subcommand;
@@ -117,9 +118,8 @@ pub(super) enum Command {
     },
     /// A worker of a distributed job: runs work items for the master until released.
     Worker {
-        /// The master's address (host:port or http://host:port).
-        #[arg(long)]
-        master: String,
+        #[command(flatten)]
+        master: MasterAddress,
         /// Address of this worker's service for its peers.
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
@@ -138,51 +138,19 @@ pub(super) enum Command {
         /// Longest wait, in seconds, for the master to release a draining worker.
         #[arg(long, default_value_t = 25)]
         drain_timeout: u64,
-        /// Name the master's certificate carries, when --master is not one of them (an IP, or
-        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
-        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
-        #[arg(long)]
-        master_name: Option<String>,
-        /// File holding the job secret; default: $LINEA_JOB_SECRET.
-        #[arg(long)]
-        secret_file: Option<String>,
-        #[command(flatten)]
-        tls: TlsArgs,
     },
     /// Print a distributed job's status (JSON) from its master.
     Status {
-        /// The master's address (host:port or http://host:port).
-        #[arg(long)]
-        master: String,
-        /// Name the master's certificate carries, when --master is not one of them (an IP, or
-        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
-        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
-        #[arg(long)]
-        master_name: Option<String>,
-        /// File holding the job secret; default: $LINEA_JOB_SECRET.
-        #[arg(long)]
-        secret_file: Option<String>,
         #[command(flatten)]
-        tls: TlsArgs,
+        master: MasterAddress,
     },
     /// Ask the master to drain one worker (by id or address): it hands its shards over and exits 0.
     Drain {
-        /// The master's address (host:port or http://host:port).
-        #[arg(long)]
-        master: String,
+        #[command(flatten)]
+        master: MasterAddress,
         /// The worker's id or address, as `linea status` lists it.
         #[arg(long)]
         worker: String,
-        /// Name the master's certificate carries, when --master is not one of them (an IP, or
-        /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
-        /// `<job>-master.<namespace>.svc`. Default: the host of --master.
-        #[arg(long)]
-        master_name: Option<String>,
-        /// File holding the job secret; default: $LINEA_JOB_SECRET.
-        #[arg(long)]
-        secret_file: Option<String>,
-        #[command(flatten)]
-        tls: TlsArgs,
     },
     /// Print objective, AUC, log loss, accuracy (logistic) or RMSE (squared) of a model.
     Eval {
@@ -244,6 +212,49 @@ impl SpeculationArgs {
                 floor: Duration::from_secs_f64(self.speculate_floor),
             },
         }
+    }
+}
+
+/// How a member of a running job (`worker`, `status`, `drain`) reaches its master: where,
+/// by which certificate name, with which secret and transport.
+#[derive(clap::Args)]
+pub(super) struct MasterAddress {
+    /// The master's address (host:port or http://host:port).
+    #[arg(long = "master", value_name = "MASTER")]
+    address: String,
+    /// Name the master's certificate carries, when --master is not one of them (an IP, or
+    /// a `kubectl port-forward` on localhost): one of the master Service's names, e.g.
+    /// `<job>-master.<namespace>.svc`. Default: the host of --master.
+    #[arg(long)]
+    pub(super) master_name: Option<String>,
+    /// File holding the job secret; default: $LINEA_JOB_SECRET.
+    #[arg(long)]
+    secret_file: Option<String>,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+impl MasterAddress {
+    /// The address as given (what a worker's log shows).
+    pub(super) fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// `host:port` or a URL, as a URL.
+    pub(super) fn url(&self) -> String {
+        match self.address.contains("://") {
+            true => self.address.clone(),
+            false => format!("http://{}", self.address),
+        }
+    }
+
+    pub(super) fn secret(&self) -> Result<JobSecret> {
+        Ok(JobSecret::load(self.secret_file.as_deref())?)
+    }
+
+    /// The transport of a member (a worker or a client): the job's member certificate.
+    pub(super) fn transport(&self) -> Result<Transport> {
+        self.tls.transport(Role::Member)
     }
 }
 

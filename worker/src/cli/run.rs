@@ -2,8 +2,7 @@
 
 use super::Cli;
 use super::commands::Command;
-use super::train_args::AlgorithmArg;
-use crate::driver::TrainSummary;
+use crate::driver::{AlgorithmName, TrainSummary};
 use crate::error::{LineaError, Result};
 use crate::input::FeatureSpec;
 use crate::progress::Progress;
@@ -79,12 +78,23 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
+            // In one process a signal stops the run between epochs, keeping their model;
+            // `--workers N` is ended by it, with its worker processes.
             let options = train::TrainOptions {
                 worker_cache_mb: cache_mb,
-                ..args.options(threads, workers, AlgorithmArg::Auto)?
+                stop_on_signals: workers == 0,
+                ..args.options(threads, workers, AlgorithmName::Auto)?
             };
             let summary = train::train(&options, &progress)?;
             report_trained(&options, &summary);
+            if let Some(signal) = summary.interrupted {
+                let trace = options.trace.as_ref().map_or(String::new(), |t| format!(" and {t} its trace"));
+                return Err(LineaError::Stopped(format!(
+                    "on {signal} after epoch {}: {} holds the model of the epochs done{trace}; it is not converged \
+                     (no stopping rule was met)",
+                    summary.epochs, options.model
+                )));
+            }
         }
         Command::Master {
             args,
@@ -98,7 +108,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
             wait_for_workers_timeout,
             late_workers_for,
         } => {
-            if args.algorithm == Some(AlgorithmArg::Auto) {
+            if args.algorithm == Some(AlgorithmName::Auto) {
                 return Err(LineaError::Usage(
                     "--algorithm auto is `linea train`'s: a master runs a named algorithm (default scd, whose model \
                      is the same for any worker count)"
@@ -120,7 +130,7 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                     Transport::Tls(certificates.tls(Role::Master)?)
                 }
             };
-            let train = args.options(0, 0, AlgorithmArg::Scd)?;
+            let train = args.options(0, 0, AlgorithmName::Scd)?;
             let options = master::MasterOptions {
                 train,
                 listen,
@@ -168,49 +178,31 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 master_names.join(", ")
             ));
         }
-        Command::Worker {
-            master,
-            listen,
-            advertise,
-            threads,
-            cache_mb,
-            reconnect_for,
-            drain_timeout,
-            master_name,
-            secret_file,
-            tls,
-        } => {
+        Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout } => {
             // What `kubectl logs` of a worker pod shows: whom it serves, and how it ended.
-            progress.always(&format!("worker of master {master}, listening on {listen}"));
+            progress.always(&format!("worker of master {}, listening on {listen}", master.address()));
             worker::run(worker::WorkerOptions {
-                master: master_url(&master),
+                master: master.url(),
                 listen,
                 advertise,
                 threads: threads.unwrap_or_else(all_cores),
                 cache_bytes: cache_mb << 20,
                 reconnect_for: Duration::from_secs(reconnect_for),
                 drain_timeout: Duration::from_secs(drain_timeout),
-                secret: JobSecret::load(secret_file.as_deref())?,
-                transport: tls.transport(Role::Member)?,
-                master_name,
+                secret: master.secret()?,
+                transport: master.transport()?,
+                master_name: master.master_name,
             })?;
             progress.always("worker done: released by the master");
         }
-        Command::Status { master, master_name, secret_file, tls } => {
-            let secret = JobSecret::load(secret_file.as_deref())?;
-            let status =
-                client::status(&master_url(&master), master_name.as_deref(), &secret, &tls.transport(Role::Member)?)?;
+        Command::Status { master } => {
+            let (secret, transport) = (master.secret()?, master.transport()?);
+            let status = client::status(&master.url(), master.master_name.as_deref(), &secret, &transport)?;
             println!("{}", serde_json::to_string_pretty(&client::status_json(&status)).expect("serializes"));
         }
-        Command::Drain { master, worker, master_name, secret_file, tls } => {
-            let secret = JobSecret::load(secret_file.as_deref())?;
-            let found = client::drain(
-                &master_url(&master),
-                master_name.as_deref(),
-                &secret,
-                &tls.transport(Role::Member)?,
-                &worker,
-            )?;
+        Command::Drain { master, worker } => {
+            let (secret, transport) = (master.secret()?, master.transport()?);
+            let found = client::drain(&master.url(), master.master_name.as_deref(), &secret, &transport, &worker)?;
             if !found {
                 return Err(LineaError::Usage(format!("the master knows no worker {worker:?}")));
             }
@@ -294,11 +286,6 @@ fn local_master_names(listen: &str) -> Vec<String> {
     names.retain(|n| !n.is_empty());
     names.dedup();
     names
-}
-
-/// `host:port` or a URL, as a URL.
-fn master_url(master: &str) -> String {
-    if master.contains("://") { master.to_string() } else { format!("http://{master}") }
 }
 
 #[cfg(test)]

@@ -9,31 +9,35 @@ use linea_engine::Loss;
 use linea_engine::cocoa::{AccelerateConfig, Clock, ElasticConfig};
 use linea_engine::hybrid::{BatchSolver, Mixing, Precondition};
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(super) enum AlgorithmArg {
-    /// `linea train`'s default: the algorithm that reached the optimum first on problems like
-    /// this one, chosen from the data and the parameters only (never the machine), so the
-    /// same grid and flags give the same model on every machine (docs/algorithms.md, "When to
-    /// pick which"). Not for `linea master`, whose default is scd.
-    Auto,
-    /// Scalable Coordinate Descent: the same model bytes for any worker count.
-    Scd,
-    /// CoCoA+ with an SDCA local solver: a duality-gap certificate; the model depends on
-    /// the slot count K (--slots), not on how many processes serve the slots.
-    Cocoa,
-    /// L-BFGS on exact batch gradients ("distributed gradient"): the same model bytes for
-    /// any worker count, like SCD.
-    Lbfgs,
-    /// One AdaGrad pass per slot, averaged per feature, then L-BFGS (Agarwal et al.): the
-    /// model depends on --slots, not on the processes serving them.
-    Hybrid,
-    /// Iterative parameter mixtures (Hall et al.): every epoch each slot runs an online
-    /// pass from the mixed model (SGD; the averaged perceptron for hinge), then they are
-    /// averaged. Fast early accuracy; does not converge to the regularized optimum in
-    /// general. Depends on --slots.
-    Ipm,
+/// A `clap::ValueEnum` copy of an engine enum, and its conversion. The engine is the pure
+/// training math (its manifest says no I/O) and stays free of CLI crates; its variants' doc
+/// comments also say how the math works, where `--help` wants one line for a user. So the
+/// worker keeps these copies, written once here: the variants are listed once, and the
+/// check below each fails to compile when the engine gains a variant the CLI does not name.
+macro_rules! value_enum_of {
+    ($(#[$meta:meta])* $arg:ident => $real:ident { $($(#[doc = $doc:literal])* $variant:ident,)+ }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+        enum $arg {
+            $($(#[doc = $doc])* $variant,)+
+        }
+
+        impl From<$arg> for $real {
+            fn from(arg: $arg) -> $real {
+                match arg {
+                    $($arg::$variant => $real::$variant,)+
+                }
+            }
+        }
+
+        const _: fn($real) = |real| match real {
+            $($real::$variant => (),)+
+        };
+    };
 }
 
+/// The batch solver's form of [`Precondition`], whose refresh period is its own flag: not a
+/// [`value_enum_of!`] copy, since the engine's variants carry data.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum PreconditionArg {
     /// The scalar s.y / y.y of the newest pair.
@@ -44,38 +48,34 @@ enum PreconditionArg {
     Scaled,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum BatchSolverArg {
+value_enum_of!(BatchSolverArg => BatchSolver {
     /// L-BFGS with a strong-Wolfe line search.
     Lbfgs,
     /// Truncated Newton: preconditioned CG on the exact Hessian (one batch pass per CG
     /// step), a backtracking line search (LIBLINEAR's newton.cpp).
     Newton,
-}
+});
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum MixingArg {
+value_enum_of!(MixingArg => Mixing {
     /// Every slot's model counts the same.
     Uniform,
     /// A slot's model counts by its share of the examples.
     Examples,
-}
+});
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ClockArg {
+value_enum_of!(ClockArg => Clock {
     /// Seconds, as Chicle measures: decisions depend on how fast epochs ran.
     Wall,
     /// Epochs: the same data and parameters give the same decisions and model bytes.
     Epochs,
-}
+});
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LossArg {
+value_enum_of!(LossArg => Loss {
     Logistic,
     Squared,
     /// Linear SVM (CoCoA only).
     Hinge,
-}
+});
 
 /// What to train: shared by `train` and `master`.
 #[derive(clap::Args)]
@@ -88,7 +88,7 @@ pub(super) struct TrainArgs {
     model: String,
     /// [default: auto for `linea train`, scd for `linea master`]
     #[arg(long, value_enum)]
-    pub(super) algorithm: Option<AlgorithmArg>,
+    pub(super) algorithm: Option<AlgorithmName>,
     /// Logistic takes labels 0/1 or -1/+1; squared takes any finite label; hinge (CoCoA
     /// only) takes labels 0/1 or -1/+1.
     #[arg(long, value_enum, default_value = "logistic")]
@@ -193,6 +193,8 @@ pub(super) struct TrainArgs {
     /// Write the objective (and duality gap, CoCoA) after every epoch as CSV:
     /// epoch,seconds,objective,gap,relative_gap,workers,algorithm (workers: the count an
     /// elastic run wanted after the epoch; algorithm: the one that ran, as `auto` chose it).
+    /// A local file gets each line when its epoch ends, so a stopped run keeps its epochs;
+    /// an s3:// one is written at the end.
     #[arg(long)]
     trace: Option<String>,
     /// Serve the master's Prometheus metrics (epoch, objective, gap, rows/s, workers,
@@ -204,20 +206,9 @@ pub(super) struct TrainArgs {
 
 impl TrainArgs {
     /// The options of a run; `default` is the algorithm when `--algorithm` is not given.
-    pub(super) fn options(self, threads: usize, workers: usize, default: AlgorithmArg) -> Result<train::TrainOptions> {
-        let loss = match self.loss {
-            LossArg::Logistic => Loss::Logistic,
-            LossArg::Squared => Loss::Squared,
-            LossArg::Hinge => Loss::Hinge,
-        };
-        let algorithm = match self.algorithm.unwrap_or(default) {
-            AlgorithmArg::Auto => AlgorithmName::Auto,
-            AlgorithmArg::Scd => AlgorithmName::Scd,
-            AlgorithmArg::Cocoa => AlgorithmName::Cocoa,
-            AlgorithmArg::Lbfgs => AlgorithmName::Lbfgs,
-            AlgorithmArg::Hybrid => AlgorithmName::Hybrid,
-            AlgorithmArg::Ipm => AlgorithmName::Ipm,
-        };
+    pub(super) fn options(self, threads: usize, workers: usize, default: AlgorithmName) -> Result<train::TrainOptions> {
+        let loss = Loss::from(self.loss);
+        let algorithm = self.algorithm.unwrap_or(default);
         let name = algorithm.name();
         let refuse = |flag: &str, who: &str| {
             Err(LineaError::Usage(format!("{flag} applies to {who}, not to --algorithm {name}")))
@@ -246,10 +237,7 @@ impl TrainArgs {
         if !lbfgs && self.batch_solver.is_some() {
             return refuse("--batch-solver", "the batch algorithms (lbfgs, hybrid)");
         }
-        let solver = match self.batch_solver {
-            Some(BatchSolverArg::Newton) => BatchSolver::Newton,
-            Some(BatchSolverArg::Lbfgs) | None => BatchSolver::Lbfgs,
-        };
+        let solver = self.batch_solver.map_or(BatchSolver::Lbfgs, BatchSolver::from);
         if solver == BatchSolver::Newton {
             let named = [
                 ("--memory", self.memory.is_some()),
@@ -291,17 +279,11 @@ impl TrainArgs {
                 "cocoa, hybrid and ipm (L-BFGS gives the same model for any split; it has no slots)",
             );
         }
-        let mixing = match self.mixing {
-            Some(MixingArg::Examples) => Mixing::Examples,
-            _ => Mixing::Uniform,
-        };
+        let mixing = self.mixing.map_or(Mixing::Uniform, Mixing::from);
         let (memory, gradient_tolerance, rate) =
             (self.memory.unwrap_or(15), self.gradient_tolerance.unwrap_or(1e-10), self.sgd_rate.unwrap_or(0.5));
         let slots = self.slots.unwrap_or(workers.max(1));
-        let clock = match self.elastic_clock {
-            ClockArg::Wall => Clock::Wall,
-            ClockArg::Epochs => Clock::Epochs,
-        };
+        let clock = Clock::from(self.elastic_clock);
         let elastic = self
             .elastic
             .then(|| {
@@ -364,6 +346,7 @@ impl TrainArgs {
             workers,
             worker_cache_mb: None,
             metrics_listen,
+            stop_on_signals: false,
         })
     }
 }

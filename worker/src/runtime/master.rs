@@ -14,9 +14,11 @@ use super::speculation::Speculation;
 use crate::driver::{self, TrainSummary, WithAlgorithm};
 use crate::error::{LineaError, Result};
 use crate::gridload::Layout;
+use crate::interrupt::Interrupt;
 use crate::io_runtime::IoRuntime;
 use crate::progress::Progress;
 use crate::storage;
+use crate::trace::TraceFile;
 use crate::train::TrainOptions;
 use linea_engine::Loss;
 use linea_engine::algorithm::{
@@ -496,6 +498,8 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let mut runner = server.runner();
         let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
         let scale = layout.manifest.target_scale(train.loss);
+        let mut trace_file =
+            train.trace.as_deref().map(|t| TraceFile::create(t, algorithm.name(), scale)).transpose()?.flatten();
         let outcome = driver::drive(
             &mut algorithm,
             &mut runner,
@@ -503,7 +507,12 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             progress,
             &mut trace,
             checkpoints.is_some(),
+            // SIGTERM and SIGINT stop a master through its hub (`stop_on_signals`).
+            &Interrupt::none(),
             |algorithm, iteration, trace| {
+                if let Some(file) = &mut trace_file {
+                    file.append(trace)?;
+                }
                 let version = server.bases.version();
                 let report = algorithm.progress();
                 let decisions = algorithm.scaling_decisions();

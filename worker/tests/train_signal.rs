@@ -1,0 +1,60 @@
+//! `linea train` stopped by SIGTERM mid-run: the trace written as the run went holds every
+//! epoch done, the model written is exactly that of those epochs, and the exit (143, the
+//! `stopped:` line) says it is not converged.
+
+mod common;
+
+use common::processes::{path, prepare_grid, sigterm};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+/// The epoch numbers of a trace's lines.
+fn trace_epochs(trace: &str) -> Vec<u32> {
+    let text = std::fs::read_to_string(trace).unwrap();
+    assert!(text.starts_with("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n"), "{text}");
+    text.lines().skip(1).map(|l| l.split(',').next().unwrap().parse().unwrap()).collect()
+}
+
+#[test]
+fn sigterm_stops_train_at_an_epoch_boundary_with_its_trace_and_the_model_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "8192");
+    let (model, trace) = (path(dir.path(), "model"), path(dir.path(), "trace.csv"));
+    // Far more epochs than it can run before the signal (an a9a epoch takes milliseconds),
+    // and no stopping rule that could end it first.
+    let run = ["--algorithm", "scd", "--tolerance", "0", "--threads", "1", "--data", &grid];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linea"))
+        .arg("train")
+        .args(run)
+        .args(["--epochs", "1000000", "--model", &model, "--trace", &trace])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Without a terminal, progress is one stderr line per epoch, printed after the epoch's
+    // trace line was written: the third one means the run is well under way.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
+    let mut log: Vec<String> = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
+    assert_eq!(trace_epochs(&trace)[..4], [0, 1, 2, 3], "written as the run goes, before it ends: {log:?}");
+    sigterm(&child);
+    log.extend(stderr);
+    let status = child.wait().unwrap();
+    let log = log.join("\n");
+    assert_eq!(status.code(), Some(143), "{log}");
+    let stopped = log.lines().find_map(|l| l.strip_prefix("stopped: on SIGTERM after epoch ")).expect(&log);
+    let (epochs, why) = stopped.split_once(':').unwrap();
+    assert!(why.contains("not converged") && why.contains(&model) && why.contains(&trace), "{log}");
+    let epochs: u32 = epochs.parse().unwrap();
+    assert!((3..1_000_000).contains(&epochs), "{log}");
+    assert_eq!(trace_epochs(&trace), (0..=epochs).collect::<Vec<_>>(), "every epoch done, once: {log}");
+    // SCD is deterministic: the model of a run asked for exactly those epochs, byte for byte.
+    let again = path(dir.path(), "again");
+    let out = Command::new(env!("CARGO_BIN_EXE_linea"))
+        .arg("train")
+        .args(run)
+        .args(["--epochs", &epochs.to_string(), "--model", &again, "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&model).unwrap() == std::fs::read(&again).unwrap(), "the model of epochs 1..={epochs}");
+}
