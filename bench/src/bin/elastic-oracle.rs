@@ -4,7 +4,7 @@
 //! {16, 8, 4}, b in {1, 2}) and of the two-step 16 -> 4 -> 1 — forced through the same
 //! merge a policy's scale-in runs ([`linea_bench::elastic_run::Setting::schedule`]), on
 //! the simulated cluster clock of `elastic-bench`, and reports per target the fastest
-//! schedule against the best static K. If even the fastest schedule in hindsight is not
+//! schedule against the best static K, each winner's time the median of 3 more runs. If even the fastest schedule in hindsight is not
 //! 2.5x the best static, no policy that only scales in reaches the target on that
 //! set.
 //!
@@ -81,7 +81,7 @@ fn run_or_exit(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) 
 }
 
 /// Tries `schedules` (each from `slots`), keeping the fastest per target; a schedule whose
-/// first switch comes after the horizon cannot win and ends the search along that list.
+/// run reached the horizon before its last switch is said so on stderr (it ran as a shorter one).
 fn search(grid: &InMemoryGrid, l2: f64, slots: u32, schedules: &[Vec<(u32, u32)>], budget: Budget, into: &mut Fastest) {
     for schedule in schedules {
         let setting = setting(slots, None, schedule.clone());
