@@ -332,7 +332,7 @@ impl Kernel for CocoaKernel {
                 if let [payload] = output.payloads.as_slice()
                     && let Ok(report) = solo::decode_report(payload, rows, features)
                 {
-                    solo::apply(&report, &mut mirror.alpha, &mut mirror.w, |_, _| {});
+                    let _ = solo::apply(&report, &mut mirror.alpha, &mut mirror.w);
                 }
             }
             CocoaPhase::Spread | CocoaPhase::Evaluate { .. } | CocoaPhase::EvaluateOwn | CocoaPhase::SoloCollect => {}

@@ -46,7 +46,6 @@ pub mod catalyst;
 mod catalyst_tests;
 pub mod config;
 pub mod elastic;
-mod gather;
 pub mod kernel;
 pub mod layout;
 #[cfg(test)]
@@ -382,8 +381,7 @@ impl Cocoa {
             return Ok(EpochChanges { alpha: Vec::new(), v: Vec::new(), w: Vec::new(), progress });
         }
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
-        let mut alpha = Vec::new();
-        solo::apply(&report, &mut self.state.alpha, &mut self.state.w, |i, a| alpha.push((i, a)));
+        let alpha = solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
         Ok(EpochChanges { alpha, v: Vec::new(), w: report.w, progress: report.progress })
     }
 }
@@ -574,7 +572,7 @@ impl Algorithm for Cocoa {
             return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
         };
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
-        solo::apply(&report, &mut self.state.alpha, &mut self.state.w, |_, _| {});
+        solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
         self.behind = false;
         Ok(())
     }
