@@ -734,6 +734,7 @@ impl Scheduler {
             None => Vec::new(),
             Some(n) => super::wire::i128s(sums)
                 .filter(|s| s.len() == n)
+                .map(Iterator::collect)
                 .ok_or_else(|| format!("{} bytes of sums where {n} sums were due", sums.len()))?,
         };
         match task {
