@@ -168,12 +168,16 @@ fn compress(raw: &[u8]) -> Vec<u8> {
 }
 
 /// Inflates at most `limit` bytes: a frame that holds more is corrupt, found before more
-/// than `limit` bytes are held (the buffer grows as data arrives, never by a claimed size).
+/// than `limit` bytes are held. The buffer starts at the size the frame claims (every frame
+/// written here records it), capped at `limit`, so a cell is inflated into one allocation
+/// instead of a dozen doublings (each one above glibc's mmap threshold an mmap, a copy and
+/// page faults); a false claim costs at most `limit`, which the object may hold anyway.
 fn decompress(compressed: &[u8], limit: usize) -> Result<Vec<u8>, EngineError> {
     use std::io::Read;
     let zstd = |e: std::io::Error| EngineError::Corrupt(format!("zstd: {e}"));
     let decoder = zstd::stream::read::Decoder::with_buffer(compressed).map_err(zstd)?;
-    let mut raw = Vec::new();
+    let claimed = zstd::zstd_safe::get_frame_content_size(compressed).ok().flatten().unwrap_or(0);
+    let mut raw = Vec::with_capacity(usize::try_from(claimed).unwrap_or(usize::MAX).min(limit));
     decoder.take((limit as u64).saturating_add(1)).read_to_end(&mut raw).map_err(zstd)?;
     if raw.len() > limit {
         return Err(EngineError::Corrupt(format!(

@@ -317,6 +317,38 @@ fn a_lone_cocoa_slot_survives_a_killed_worker_and_a_master_restart() {
     );
 }
 
+/// A worker its peers cannot reach (its advertised address is wrong: a bad --advertise, a
+/// network policy) is given up on whenever an aggregator cannot fetch its sums. The master
+/// then ends its session, so it joins again as a new worker; and at the end it is released
+/// and exits 0 like the others, not left on a session that gets neither work nor a release
+/// and dies with the master (then retrying for --reconnect-for and failing). The model is
+/// the one-process model.
+#[test]
+fn a_worker_its_peers_cannot_reach_joins_again_and_is_released_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // L-BFGS's gradients are summed by ranges of 8,192 features: criteo-sample's 34,692 make
+    // 5 ranges a phase, so other workers aggregate ranges and ask the unreachable one for
+    // its sums.
+    let grid = prepare_grid(dir.path(), "criteo-sample/train.tsv", "criteo", "2000");
+    let params = ["--algorithm", "lbfgs", "--epochs", "10", "--tolerance", "0"];
+    let reference = train(dir.path(), &grid, "reference", &params);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let (model, checkpoint) = (path(dir.path(), "model"), path(dir.path(), "checkpoint"));
+    let gated = [&params[..], &["--wait-for-workers", "3"]].concat();
+    let mut job = Job::start(dir.path(), Cluster::new(&listen), &grid, &model, &checkpoint, &gated);
+    job.add_workers(2);
+    // Port 1 refuses every connection. A short --reconnect-for: a worker left waiting
+    // fails soon after the master is gone, instead of at the test's timeout.
+    let unreachable = job.cluster.worker_with(&["--advertise", "http://127.0.0.1:1", "--reconnect-for", "5"]);
+    job.workers.push(unreachable);
+    let log = job.finish();
+    assert!(
+        log.contains("ended the session of a worker given up on"),
+        "the unreachable worker was given up on at least once: {log}"
+    );
+    assert!(std::fs::read(&model).unwrap() == reference, "the run's model is the one-process model");
+}
+
 /// A worker that comes back only after the run is over (it was reconnecting while the
 /// others were released: after a master restart, or a lost session) is released at its
 /// join and exits 0, instead of retrying for --reconnect-for and failing: a finished run

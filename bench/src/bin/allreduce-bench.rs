@@ -159,7 +159,10 @@ async fn ranges(c: &Cluster, partial: &Arc<Vec<i128>>, id: u64) -> (f64, Vec<i12
                         end: end as u32,
                     };
                     let reply = client.clone().fetch_partial(request).await.unwrap_or_else(|e| panic!("{j}: {e}"));
-                    chunks::combine(&mut total, &wire::i128s(&reply.into_inner().sums).expect("whole sums"));
+                    chunks::combine(
+                        &mut total,
+                        &wire::i128s(&reply.into_inner().sums).expect("whole sums").collect::<Vec<_>>(),
+                    );
                 }
                 out.push((r, total));
             }

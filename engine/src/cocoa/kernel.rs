@@ -332,7 +332,7 @@ impl Kernel for CocoaKernel {
                 if let [payload] = output.payloads.as_slice()
                     && let Ok(report) = solo::decode_report(payload, rows, features)
                 {
-                    let _ = solo::apply(&report, &mut mirror.alpha, &mut mirror.w);
+                    solo::apply(&report, &mut mirror.alpha, &mut mirror.w, |_, _| {});
                 }
             }
             CocoaPhase::Spread | CocoaPhase::Evaluate { .. } | CocoaPhase::EvaluateOwn | CocoaPhase::SoloCollect => {}

@@ -46,6 +46,7 @@ pub mod catalyst;
 mod catalyst_tests;
 pub mod config;
 pub mod elastic;
+mod gather;
 pub mod kernel;
 pub mod layout;
 #[cfg(test)]
@@ -381,7 +382,8 @@ impl Cocoa {
             return Ok(EpochChanges { alpha: Vec::new(), v: Vec::new(), w: Vec::new(), progress });
         }
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
-        let alpha = solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
+        let mut alpha = Vec::new();
+        solo::apply(&report, &mut self.state.alpha, &mut self.state.w, |i, a| alpha.push((i, a)));
         Ok(EpochChanges { alpha, v: Vec::new(), w: report.w, progress: report.progress })
     }
 }
@@ -572,7 +574,7 @@ impl Algorithm for Cocoa {
             return Err(EngineError::Corrupt(format!("{} payloads for one slot", output.payloads.len())).into());
         };
         let report = solo::decode_report(payload, self.state.alpha.len(), self.state.w.len())?;
-        solo::apply(&report, &mut self.state.alpha, &mut self.state.w);
+        solo::apply(&report, &mut self.state.alpha, &mut self.state.w, |_, _| {});
         self.behind = false;
         Ok(())
     }

@@ -1,13 +1,11 @@
-//! A slot's rows as CSR, gathered from the grid's cells of the shards it overlaps.
+//! A slot's rows as CSR, gathered from the grid's cells of the shards it overlaps
+//! ([`super::gather`]).
 //!
 //! Features are renumbered locally (the slot's distinct features, ascending by global
 //! index), so the local vectors of a slot are as long as the features it sees, however
 //! many the model has.
 
-use super::layout::Layout;
-use crate::algorithm::GridSource;
 use crate::error::EngineError;
-use crate::loss::Loss;
 use serde::{Deserialize, Serialize};
 
 /// Serialized whole, as a scale-in's part sent from the worker that held the slot to the one
@@ -28,87 +26,6 @@ pub struct SlotRows {
 }
 
 impl SlotRows {
-    /// Reads slot `slot`'s rows: global feature = the block's offset + the feature's index
-    /// within its block; within a row, non-zeros come block by block in cell order.
-    /// `block_offsets` has one entry per block and the feature count last.
-    pub fn gather<G: GridSource>(
-        layout: &Layout,
-        block_offsets: &[usize],
-        loss: Loss,
-        slot: usize,
-        grid: &G,
-    ) -> Result<Self, G::Error> {
-        Self::gather_range(layout, block_offsets, loss, layout.slot_rows(slot), grid)
-    }
-
-    /// Reads the global rows `range` (any contiguous range, across shard boundaries), as
-    /// [`Self::gather`] reads a slot's.
-    pub fn gather_range<G: GridSource>(
-        layout: &Layout,
-        block_offsets: &[usize],
-        loss: Loss,
-        range: std::ops::Range<usize>,
-        grid: &G,
-    ) -> Result<Self, G::Error> {
-        let n = range.len();
-        // (row within the slot, global feature, value), gathered cell by cell.
-        let mut entries: Vec<(u32, u32, f64)> = Vec::new();
-        let mut targets = Vec::with_capacity(n);
-        let mut first = 0; // slot row of the shard part's first row
-        for part in layout.shard_parts(range) {
-            for (block, &offset) in block_offsets[..block_offsets.len() - 1].iter().enumerate() {
-                let cell = grid.cell(block, part.shard)?;
-                let from = cell.rows.partition_point(|&r| (r as usize) < part.rows.start);
-                let to = cell.rows.partition_point(|&r| (r as usize) < part.rows.end);
-                for k in from..to {
-                    let row = first + cell.rows[k] as usize - part.rows.start;
-                    let feature = offset + cell.feature_ids[cell.local[k] as usize] as usize;
-                    entries.push((row as u32, feature as u32, cell.value(k)));
-                }
-            }
-            let shard_targets = grid.targets(part.shard)?;
-            for &y in &shard_targets[part.rows.clone()] {
-                let valid = if loss.is_classification() { y == 1.0 || y == -1.0 } else { y.is_finite() };
-                if !valid {
-                    return Err(EngineError::LabelDomain {
-                        label: y,
-                        loss: loss.name(),
-                        domain: "targets of -1 or +1 (or finite for squared loss)",
-                    }
-                    .into());
-                }
-                targets.push(y);
-            }
-            first += part.rows.len();
-        }
-        Ok(Self::from_entries(n, entries, targets, block_offsets[block_offsets.len() - 1]))
-    }
-
-    /// CSR from `(row, global feature, value)` entries over `features` global features: a
-    /// stable counting sort by row keeps each row's non-zeros in the order they were gathered.
-    fn from_entries(n: usize, entries: Vec<(u32, u32, f64)>, targets: Vec<f64>, features: usize) -> Self {
-        let (globals, local) = local_numbering(&entries, features);
-        let mut starts = vec![0usize; n + 1];
-        for e in &entries {
-            starts[e.0 as usize + 1] += 1;
-        }
-        for i in 0..n {
-            starts[i + 1] += starts[i];
-        }
-        let mut next = starts.clone();
-        let mut features = vec![0u32; entries.len()];
-        let mut values = vec![0f64; entries.len()];
-        for (&(row, _, value), &feature) in entries.iter().zip(&local) {
-            let at = next[row as usize];
-            next[row as usize] += 1;
-            features[at] = feature;
-            values[at] = value;
-        }
-        let norms = (0..n).map(|i| values[starts[i]..starts[i + 1]].iter().map(|x| x * x).sum()).collect();
-        let values = if values.iter().all(|&x| x == 1.0) { None } else { Some(values) };
-        Self { starts, features, values, globals, targets, norms }
-    }
-
     /// The rows of consecutive slots as one slot's, equal field by field to gathering the
     /// union of their row ranges from the grid (a scale-in's merged slot, built from rows a
     /// worker already holds instead of from the grid).
@@ -296,60 +213,6 @@ impl SlotRows {
                 }
                 f.remainder().iter().zip(x.remainder()).for_each(|(&j, &x)| z[j as usize] += scale * x);
             }
-        }
-    }
-}
-
-/// The distinct global features of `entries`, ascending, and each entry's local feature (its
-/// global's position in that list).
-///
-/// A dense table over the global features costs O(nnz + features) where sorting costs
-/// O(nnz log nnz) and a binary search per non-zero (the slot's set-up before its first
-/// epoch); it is used while the table is not much larger than the entries.
-fn local_numbering(entries: &[(u32, u32, f64)], features: usize) -> (Vec<u32>, Vec<u32>) {
-    const UNSEEN: u32 = u32::MAX;
-    let dense = features <= 16 * entries.len().max(64) && entries.iter().all(|e| (e.1 as usize) < features);
-    if dense {
-        let mut table = vec![UNSEEN; features];
-        for e in entries {
-            table[e.1 as usize] = 0;
-        }
-        let mut globals = Vec::new();
-        for (global, slot) in table.iter_mut().enumerate() {
-            if *slot != UNSEEN {
-                *slot = globals.len() as u32;
-                globals.push(global as u32);
-            }
-        }
-        let local = entries.iter().map(|e| table[e.1 as usize]).collect();
-        (globals, local)
-    } else {
-        let mut globals: Vec<u32> = entries.iter().map(|e| e.1).collect();
-        globals.sort_unstable();
-        globals.dedup();
-        let local = entries.iter().map(|e| globals.binary_search(&e.1).expect("listed above") as u32).collect();
-        (globals, local)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Both ways of numbering give the same local features: the dense table on a small
-    /// feature space, the sort on one far larger than the entries.
-    #[test]
-    fn dense_and_sorted_numbering_agree() {
-        let mut rng = crate::rng::SplitMix64::new(3);
-        let entries: Vec<(u32, u32, f64)> =
-            (0..500).map(|i| (i / 7, (rng.next_u64() % 300) as u32 * 3 + 11, 1.0)).collect();
-        let dense = local_numbering(&entries, 1000);
-        let sorted = local_numbering(&entries, 1 << 30);
-        assert_eq!(dense, sorted);
-        let (globals, local) = dense;
-        assert!(globals.windows(2).all(|w| w[0] < w[1]), "globals ascend");
-        for (e, &l) in entries.iter().zip(&local) {
-            assert_eq!(globals[l as usize], e.1);
         }
     }
 }

@@ -224,15 +224,15 @@ pub fn decode_report(payload: &[u8], rows: usize, features: usize) -> Result<Sol
 }
 
 /// Writes a report into `alpha` (all of it) and `w` (its changes; both checked by
-/// [`decode_report`]); returns the `(row, dual)` pairs that changed, for the epoch's step.
-pub fn apply(report: &SoloReport, alpha: &mut [f64], w: &mut [f64]) -> Vec<(u32, f64)> {
-    let mut changed = Vec::new();
+/// [`decode_report`]), telling `changed` each `(row, dual)` that changed, in row order (the
+/// epoch's step lists them; a collect or the mirror does not, and so keeps no list of up to
+/// one pair per row: 16 MB on criteo-1m at the end of a run).
+pub fn apply(report: &SoloReport, alpha: &mut [f64], w: &mut [f64], mut changed: impl FnMut(u32, f64)) {
     for (i, (old, &new)) in alpha.iter_mut().zip(&report.alpha).enumerate() {
         if old.to_bits() != new.to_bits() {
             *old = new;
-            changed.push((i as u32, new));
+            changed(i as u32, new);
         }
     }
     report.w.iter().for_each(|&(j, x)| w[j as usize] = x);
-    changed
 }

@@ -63,7 +63,7 @@ pub fn run(data: &[u8]) {
             1 => {
                 let Ok(partial) = proto::Partial::decode(body) else { continue };
                 if let Some(sums) = wire::i128s(&partial.sums) {
-                    assert_eq!(wire::from_i128s(&sums), partial.sums);
+                    assert_eq!(wire::from_i128s(&sums.collect::<Vec<_>>()), partial.sums);
                 }
             }
             2 => {

@@ -75,12 +75,12 @@ pub trait UnitBases: Send + Sync {
 }
 
 impl Hub {
-    /// Runs one scheduler step and sends the messages it returns. A released worker's
-    /// outbox is dropped, which ends its stream.
+    /// Runs one scheduler step and sends the messages it returns (see [`deliver`]).
     pub fn dispatch(&self, step: impl FnOnce(&mut Scheduler) -> Outbox) {
         let mut guard = self.state.lock().expect("hub lock");
         let (scheduler, outboxes) = &mut *guard;
-        send(outboxes, step(scheduler));
+        let messages = step(scheduler);
+        deliver(scheduler, outboxes, messages);
     }
 
     /// Runs one scheduler step and returns its messages unsent, for a caller that must
@@ -92,7 +92,21 @@ impl Hub {
 
     /// Sends messages a [`Hub::step`] returned.
     pub fn send(&self, outbox: Outbox) {
-        send(&mut self.state.lock().expect("hub lock").1, outbox);
+        let mut guard = self.state.lock().expect("hub lock");
+        let (scheduler, outboxes) = &mut *guard;
+        deliver(scheduler, outboxes, outbox);
+    }
+
+    /// The run is over: every open session is released, the scheduler's workers and any
+    /// it no longer counts, so no worker is left waiting on a session that ends with the
+    /// master.
+    pub fn release_all(&self) {
+        let mut guard = self.state.lock().expect("hub lock");
+        let (scheduler, outboxes) = &mut *guard;
+        scheduler.release_all();
+        for (_, outbox) in outboxes.drain() {
+            let _ = outbox.send(Ok(release()));
+        }
     }
 
     /// The job description with a new kernel and a new session (so workers drop what they
@@ -146,7 +160,14 @@ pub fn new_session() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-fn send(outboxes: &mut Outboxes, messages: Outbox) {
+fn release() -> proto::MasterMessage {
+    proto::MasterMessage { body: Some(master_message::Body::Release(proto::Release {})) }
+}
+
+/// Sends `messages`. A released worker's outbox is dropped, which ends its stream once the
+/// release is read; so is a lost worker's (the scheduler gave up on it while its session
+/// may still be open: a peer could not reach it), and that worker joins again as a new one.
+fn deliver(scheduler: &mut Scheduler, outboxes: &mut Outboxes, messages: Outbox) {
     for (key, message) in messages {
         let release = matches!(message.body, Some(master_message::Body::Release(_)));
         if let Some(outbox) = outboxes.get(&key) {
@@ -154,6 +175,14 @@ fn send(outboxes: &mut Outboxes, messages: Outbox) {
         }
         if release {
             outboxes.remove(&key);
+        }
+    }
+    for key in scheduler.take_lost_sessions() {
+        if outboxes.remove(&key).is_some() {
+            tracing::info!(
+                key,
+                "ended the session of a worker given up on (a peer could not reach it): it joins again"
+            );
         }
     }
 }
@@ -186,8 +215,7 @@ impl proto::master_server::Master for Service {
                 // while the others were released) is released too, instead of retrying for
                 // --reconnect-for and then exiting with an error.
                 tracing::info!(worker = %join.worker_id, "worker released on joining: the run is over");
-                let release = master_message::Body::Release(proto::Release {});
-                outbox.send(Ok(proto::MasterMessage { body: Some(release) })).expect("receiver is here");
+                outbox.send(Ok(release())).expect("receiver is here");
                 return Ok(Response::new(UnboundedReceiverStream::new(messages)));
             }
             // Under the hub lock, which the stopping master takes to drop every session: a
@@ -203,7 +231,7 @@ impl proto::master_server::Master for Service {
             let (scheduler, outboxes) = &mut *guard;
             let (key, messages) = scheduler.join(join.worker_id.clone(), join.address.clone(), join.threads as usize);
             outboxes.insert(key, outbox);
-            send(outboxes, messages);
+            deliver(scheduler, outboxes, messages);
             key
         };
         tracing::info!(worker = %join.worker_id, address = %join.address, threads = join.threads, "worker joined");

@@ -279,7 +279,7 @@ impl<K: Kernel> Server<K> {
         // Set before the release: a worker joining meanwhile is released either here (it
         // is among the workers) or at its join (the flag is set).
         self.hub.finished.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.hub.dispatch(Scheduler::release_all);
+        self.hub.release_all();
         if !late_workers.is_zero() && self.hub.stopped_by().is_none() {
             tracing::info!(
                 seconds = late_workers.as_secs(),

@@ -109,6 +109,11 @@ impl Cluster {
         self.worker_command().spawn().unwrap()
     }
 
+    /// A worker with `extra` arguments besides the cluster's.
+    pub fn worker_with(&self, extra: &[&str]) -> Child {
+        self.worker_command().args(extra).spawn().unwrap()
+    }
+
     /// A worker whose id starts with `name` (its HOSTNAME, as a pod's name is), so the
     /// master's status names which process it released.
     pub fn named_worker(&self, name: &str) -> Child {

@@ -167,7 +167,7 @@ impl Fetch for GrpcFetch {
             match client.fetch_chunk(request).await {
                 Ok(reply) => {
                     let reply = reply.into_inner();
-                    let sums = wire::i128s(&reply.sums).ok_or_else(lost)?;
+                    let sums = wire::i128s(&reply.sums).ok_or_else(lost)?.collect();
                     Ok(Chunk { sums: Arc::new(sums), units: reply.units })
                 }
                 // The peer is there but its part was given up: not its loss.

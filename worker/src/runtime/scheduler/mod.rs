@@ -219,6 +219,11 @@ pub struct Scheduler {
     clock: Box<dyn Fn() -> Duration + Send>,
     /// Items of a stalled worker that wait for an idle worker to run a copy.
     wanted: BTreeSet<u64>,
+    /// Workers lost whose sessions may still be open (a peer reported one unreachable):
+    /// the hub ends them ([`Scheduler::take_lost_sessions`]). A session left open would get
+    /// neither work nor, at the end, a release; its worker would wait on it until the master
+    /// was gone and then retry for its --reconnect-for and fail.
+    lost_sessions: Vec<WorkerKey>,
     pub counters: Counters,
 }
 
@@ -270,6 +275,7 @@ impl Scheduler {
                 Box::new(move || started.elapsed())
             },
             wanted: BTreeSet::new(),
+            lost_sessions: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -567,6 +573,7 @@ impl Scheduler {
     /// redone elsewhere; its units' state is rebuilt by their next owners.
     pub fn lose(&mut self, worker: WorkerKey) -> Outbox {
         let Some(slot) = self.workers.remove(&worker) else { return Outbox::new() };
+        self.lost_sessions.push(worker);
         if !slot.draining {
             self.counters.workers_lost += 1;
         }
@@ -606,12 +613,17 @@ impl Scheduler {
         outbox
     }
 
+    /// The sessions of workers lost since the last call: the hub ends them, and the
+    /// workers (if alive) join again as new ones.
+    pub fn take_lost_sessions(&mut self) -> Vec<WorkerKey> {
+        std::mem::take(&mut self.lost_sessions)
+    }
+
     /// Training is over: every worker may exit. They leave the scheduler here, so the end
     /// of their sessions counts as no loss (a finished run reports no lost workers it did
-    /// not lose).
-    pub fn release_all(&mut self) -> Outbox {
-        let workers = std::mem::take(&mut self.workers);
-        workers.into_keys().map(|k| (k, message(master_message::Body::Release(proto::Release {})))).collect()
+    /// not lose). The hub releases every open session ([`crate::runtime::hub::Hub::release_all`]).
+    pub fn release_all(&mut self) {
+        self.workers.clear();
     }
 
     /// Stops the run: the current phase and every later one fail with `reason`.
@@ -722,6 +734,7 @@ impl Scheduler {
             None => Vec::new(),
             Some(n) => super::wire::i128s(sums)
                 .filter(|s| s.len() == n)
+                .map(Iterator::collect)
                 .ok_or_else(|| format!("{} bytes of sums where {n} sums were due", sums.len()))?,
         };
         match task {

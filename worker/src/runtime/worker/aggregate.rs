@@ -26,8 +26,18 @@ impl WorkerCore {
         let mut total = vec![0i128; end - begin];
         let session = self.session.lock().expect("session lock").clone();
         for source in &item.sources {
-            let partial = if source.address == self.address {
-                self.local_partial(phase_id, begin, end)
+            let mut expected = source.units.clone();
+            expected.sort_unstable();
+            // Each source's sums are added straight into the total, under the partials lock
+            // for this worker's own (a range is up to 128 KiB: copied per source, it was an
+            // allocation above glibc's mmap threshold each time).
+            let added = if source.address == self.address {
+                let partials = self.partials.lock().expect("partials lock");
+                partials.get(&phase_id).is_some_and(|p| {
+                    p.sums
+                        .get(begin..end)
+                        .is_some_and(|sums| add_source(&mut total, &expected, &p.units, sums.iter().copied()))
+                })
             } else {
                 let request = proto::FetchPartialRequest {
                     session: session.clone(),
@@ -58,35 +68,34 @@ impl WorkerCore {
                         let reply = reply.into_inner();
                         self.traffic.partial_bytes_fetched.fetch_add(reply.sums.len() as u64, Ordering::Relaxed);
                         // Sums that are not whole i128s are a peer's error, like missing ones.
-                        wire::i128s(&reply.sums).map(|sums| Partial { units: reply.units, sums })
+                        wire::i128s(&reply.sums)
+                            .is_some_and(|sums| add_source(&mut total, &expected, &reply.units, sums))
                     }
                     Err(status) => {
                         tracing::warn!(peer = %source.address, %status, "partial sums unavailable");
-                        None
+                        false
                     }
                 }
             };
-            let mut expected = source.units.clone();
-            expected.sort_unstable();
-            let Some(mut partial) = partial.filter(|p| p.sums.len() == end - begin) else {
+            if !added {
                 return Err(ItemError::LostPeer(source.address.clone()));
-            };
-            partial.units.sort_unstable();
-            if partial.units != expected {
-                return Err(ItemError::LostPeer(source.address.clone()));
-            }
-            for (a, b) in total.iter_mut().zip(&partial.sums) {
-                *a = a.wrapping_add(*b);
             }
         }
         Ok(wire::from_i128s(&total))
     }
+}
 
-    pub(super) fn local_partial(&self, phase: u64, begin: usize, end: usize) -> Option<Partial> {
-        let partials = self.partials.lock().expect("partials lock");
-        let p = partials.get(&phase)?;
-        // The range comes from a peer's request: out of bounds is "none here", not a panic.
-        let sums = p.sums.get(begin..end)?;
-        Some(Partial { units: p.units.clone(), sums: sums.to_vec() })
+/// Adds one source's `sums` of the range into `total` if they cover it exactly and come from
+/// exactly the `expected` units (sorted); false (nothing added) otherwise: the source's
+/// partial is missing, stale or another session's.
+fn add_source(total: &mut [i128], expected: &[u32], units: &[u32], sums: impl ExactSizeIterator<Item = i128>) -> bool {
+    let mut units = units.to_vec();
+    units.sort_unstable();
+    if sums.len() != total.len() || units != expected {
+        return false;
     }
+    for (a, b) in total.iter_mut().zip(sums) {
+        *a = a.wrapping_add(b);
+    }
+    true
 }

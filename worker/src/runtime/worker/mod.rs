@@ -84,6 +84,10 @@ const HEDGE_AFTER: Duration = Duration::from_millis(50);
 
 /// A decoded phase: decoded once per worker, not once per item.
 struct PhaseData {
+    /// The session (this worker's count of them, [`WorkerCore::sessions`]) the phase came
+    /// in. Phase ids are not unique across sessions: a restarted master numbers its phases
+    /// from 1 again.
+    session: u64,
     version: u64,
     reduction: Reduction,
     mutates: bool,
@@ -115,6 +119,9 @@ pub struct WorkerCore {
     /// The units of the previous configuration, kept for the workers that merge them.
     retired: Mutex<handover::Retired>,
     partials: Mutex<HashMap<u64, Partial>>,
+    /// Sessions started, counted here: an item knows the one it belongs to (see
+    /// [`PhaseData::session`]).
+    sessions: AtomicU64,
     /// Chunks of the tree allreduces this worker takes part in.
     boards: Arc<crate::runtime::allreduce::board::Boards>,
     phases: Mutex<HashMap<u64, Arc<PhaseData>>>,
@@ -204,7 +211,11 @@ impl WorkerCore {
             *job_kernel = (job.algorithm.clone(), job.kernel.clone());
         }
         *self.session.lock().expect("session lock") = job.session.clone();
-        self.partials.lock().expect("partials lock").clear();
+        {
+            let mut partials = self.partials.lock().expect("partials lock");
+            self.sessions.fetch_add(1, Ordering::SeqCst);
+            partials.clear();
+        }
         self.boards.clear();
         self.phases.lock().expect("phases lock").clear();
         self.bases.lock().expect("bases lock").clear();
@@ -223,7 +234,8 @@ impl WorkerCore {
         let reduction = validate::reduction(&phase)?;
         let body = self.kernel().decode_phase(&phase.body)?;
         self.expire_retired(phase.version);
-        let data = PhaseData { version: phase.version, reduction, mutates: phase.mutates, body };
+        let session = self.sessions.load(Ordering::SeqCst);
+        let data = PhaseData { session, version: phase.version, reduction, mutates: phase.mutates, body };
         let mut phases = self.phases.lock().expect("phases lock");
         // Phases run one at a time; older ones are done.
         phases.retain(|&id, _| id + 2 > phase.id);
@@ -298,6 +310,14 @@ impl WorkerCore {
             // SparseSum arrives as RangeSum (the master asks for its range sums).
             Reduction::RangeSum { len } | Reduction::AllReduce { len } | Reduction::SparseSum { len } => {
                 let mut partials = self.partials.lock().expect("partials lock");
+                // An item of a session that has ended (the master was restarted, or gave up
+                // on this worker, while it ran) must not leave its sums among the new
+                // session's: they would be added to those of a phase with the same id, and
+                // its aggregator would find units it did not expect and report this worker
+                // lost. The count changes under this lock, with the partials cleared.
+                if self.sessions.load(Ordering::SeqCst) != phase.session {
+                    return Err(ItemError::Aborted);
+                }
                 let partial =
                     partials.entry(phase_id).or_insert_with(|| Partial { units: Vec::new(), sums: vec![0; len] });
                 if let Contribution::Dense(v) = &output.sums
@@ -441,6 +461,7 @@ pub fn run(options: WorkerOptions) -> Result<()> {
         units: Mutex::new(HashMap::new()),
         retired: Mutex::default(),
         partials: Mutex::new(HashMap::new()),
+        sessions: AtomicU64::new(0),
         boards: Arc::default(),
         phases: Mutex::new(HashMap::new()),
         bases: Mutex::new(HashMap::new()),

@@ -42,6 +42,7 @@ pub(super) async fn serve(core: Arc<WorkerCore>, listener: tokio::net::TcpListen
             SessionEnd::Refused(e) => return Err(e),
             SessionEnd::Lost { error: e, joined } => {
                 if joined {
+                    tracing::info!(id = %core.id, %e, "the session with the master ended; joining again");
                     // Contact counts from the last session the master accepted.
                     last_contact = Instant::now();
                     delay = Duration::from_millis(50);
