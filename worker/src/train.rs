@@ -12,8 +12,8 @@ use crate::storage;
 use crate::trace::TraceFile;
 use linea_engine::Loss;
 use linea_engine::algorithm::{Algorithm, Kernel};
-use linea_engine::grid::InMemoryGrid;
 use linea_engine::cocoa::{AccelerateConfig, ElasticConfig};
+use linea_engine::grid::InMemoryGrid;
 use linea_engine::hybrid::{BatchSolver, Mixing, Precondition};
 use linea_engine::runner::LocalRunner;
 use std::time::Instant;
@@ -164,8 +164,14 @@ impl WithAlgorithm for InProcess<'_> {
         let trace_file =
             options.trace.as_deref().map(|t| TraceFile::create(t, algorithm.name(), scale)).transpose()?.flatten();
         let interrupt = if options.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
-        let (trace, seconds) =
-            run_watched(&mut algorithm, RunGrid::Owned(self.grid), options.threads, self.progress, trace_file, &interrupt)?;
+        let (trace, seconds) = run_watched(
+            &mut algorithm,
+            RunGrid::Owned(self.grid),
+            options.threads,
+            self.progress,
+            trace_file,
+            &interrupt,
+        )?;
         // A signal that came after the run's own rule stopped it changed nothing.
         let interrupted = interrupt.received().filter(|_| algorithm.stop_reason().is_none());
         let summary = driver::finish(options, self.layout, &algorithm, trace, seconds)?;
