@@ -232,6 +232,15 @@ pub trait Kernel: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// ([`crate::scratch`]); by default they are dropped.
     fn recycle(&self, _sums: Contribution) {}
 
+    /// Whether a unit built by [`Self::fresh`] never reads the grid again while the runner
+    /// keeps it (CoCoA: a slot gathers its rows into a CSR of its own and reads only that),
+    /// so that a runner that keeps its units may let the grid's cells go once every unit
+    /// is built ([`crate::runner::LocalRunner::detach`]). The default, `false`, is always
+    /// safe: a unit that reads the grid later keeps it.
+    fn units_hold_their_data(&self) -> bool {
+        false
+    }
+
     /// Records a committed state-changing phase in the mirror.
     fn commit(&self, mirror: &mut Self::Mirror, phase: &Self::Phase, output: &PhaseOutput);
 

@@ -119,6 +119,13 @@ impl InMemoryGrid {
     pub fn rows(&self) -> usize {
         self.targets.iter().map(Vec::len).sum()
     }
+
+    /// Drops every cell (the blocks stay, empty; the shapes and targets stay): for a run
+    /// whose units hold their own copy of the rows ([`crate::algorithm::Kernel::units_hold_their_data`]).
+    /// A cell read afterwards is an error, never a wrong value.
+    pub fn release_cells(&mut self) {
+        self.cells.iter_mut().for_each(|block| *block = Vec::new());
+    }
 }
 
 impl crate::algorithm::GridSource for InMemoryGrid {
@@ -139,7 +146,9 @@ impl crate::algorithm::GridSource for InMemoryGrid {
     }
 
     fn cell(&self, block: usize, shard: usize) -> Result<&Cell, crate::EngineError> {
-        Ok(&self.cells[block][shard])
+        self.cells[block].get(shard).ok_or_else(|| {
+            crate::EngineError::Corrupt(format!("cell ({block}, {shard}) read after the grid's cells were released"))
+        })
     }
 
     fn targets(&self, shard: usize) -> Result<&[f64], crate::EngineError> {

@@ -40,6 +40,14 @@ impl<'g, K: Kernel, G: GridSource> LocalRunner<'g, K, G> {
         })
     }
 
+    /// The runner without its grid: its kernel, units and threads, to attach to a grid again
+    /// ([`Detached::attach`]) once the caller has released what the units no longer read
+    /// (the cells, where [`Kernel::units_hold_their_data`]).
+    pub fn detach(self) -> Detached<K> {
+        let Self { kernel, grid: _, states, pool, totals } = self;
+        Detached { kernel, states, pool, totals }
+    }
+
     /// Unit states, for tests that compare them with rebuilt ones.
     pub fn states(&self) -> impl Iterator<Item = Option<&K::UnitState>> {
         self.states.iter().map(Option::as_ref)
@@ -54,6 +62,22 @@ impl<'g, K: Kernel, G: GridSource> LocalRunner<'g, K, G> {
                 Ok(())
             })
         })
+    }
+}
+
+/// A [`LocalRunner`] between two grids ([`LocalRunner::detach`]).
+pub struct Detached<K: Kernel> {
+    kernel: K,
+    states: Vec<Option<K::UnitState>>,
+    pool: rayon::ThreadPool,
+    totals: Vec<Mutex<Vec<i128>>>,
+}
+
+impl<K: Kernel> Detached<K> {
+    /// The runner again, its units as they were, reading `grid` from now on.
+    pub fn attach<G: GridSource>(self, grid: &G) -> LocalRunner<'_, K, G> {
+        let Self { kernel, states, pool, totals } = self;
+        LocalRunner { kernel, grid, states, pool, totals }
     }
 }
 

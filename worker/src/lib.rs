@@ -2,6 +2,7 @@
 //! evaluation. The math is in `linea-engine`; this crate moves bytes and drives it.
 #![forbid(unsafe_code)]
 
+pub mod allocator;
 pub mod choose;
 pub mod cli;
 pub mod driver;

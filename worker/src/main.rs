@@ -9,6 +9,7 @@ fn main() {
     if cli.bounds_memory() {
         return_big_buffers_to_the_kernel();
     }
+    linea_worker::allocator::install(trim_heaps);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(cli.default_log_filter()));
     tracing_subscriber::fmt()
@@ -73,3 +74,17 @@ fn return_big_buffers_to_the_kernel() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn return_big_buffers_to_the_kernel() {}
+
+/// glibc keeps the free space of its heaps; `malloc_trim(0)` returns their free pages to the
+/// kernel ([`linea_worker::allocator`]: after a run releases the grid's cells).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heaps() {
+    // SAFETY: malloc_trim only hands whole free pages of the allocator's heaps back to the
+    // kernel; it touches no memory in use and is safe to call from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heaps() {}

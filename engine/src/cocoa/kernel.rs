@@ -224,6 +224,13 @@ impl Kernel for CocoaKernel {
         Ok(SlotState { alpha: vec![0.0; self.slot_len(unit)], rows: Some(rows), weights: None, model })
     }
 
+    /// A slot reads its gathered rows only; a merged slot takes its old slots' rows
+    /// ([`Self::merge`]). (A slot restored from its base gathers again: the local runner,
+    /// which keeps its units, restores none.)
+    fn units_hold_their_data(&self) -> bool {
+        true
+    }
+
     fn run<G: GridSource>(
         &self,
         phase: &CocoaPhase,

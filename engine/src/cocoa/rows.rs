@@ -187,6 +187,31 @@ impl SlotRows {
         }
     }
 
+    /// Asks the cache for what a step on row `i` reads first: its entry of the row starts,
+    /// its target and norm (and, by the caller, its dual variable). `prefetch` is a hint
+    /// that never faults and never changes a value ([`super::solver`]'s sweep passes the
+    /// CPU's prefetch instruction, or nothing).
+    #[inline(always)]
+    pub(super) fn prefetch_head(&self, i: usize, prefetch: impl Fn(*const i8)) {
+        prefetch((&self.starts[i] as *const usize).cast());
+        prefetch((&self.targets[i] as *const f64).cast());
+        prefetch((&self.norms[i] as *const f64).cast());
+    }
+
+    /// Asks the cache for row `i`'s local features (and values), one request per 64-byte
+    /// line they span. Reads `starts[i]`, so it comes after [`Self::prefetch_head`] of the
+    /// same row by a few steps.
+    #[inline(always)]
+    pub(super) fn prefetch_row(&self, i: usize, prefetch: impl Fn(*const i8)) {
+        let range = self.starts[i]..self.starts[i + 1];
+        let features = &self.features[range.clone()];
+        // 16 features of 4 bytes a line; the last one covers the row's end.
+        features.iter().step_by(16).chain(features.last()).for_each(|f| prefetch((f as *const u32).cast()));
+        if let Some(values) = &self.values {
+            values[range].iter().step_by(8).for_each(|x| prefetch((x as *const f64).cast()));
+        }
+    }
+
     /// `z += scale * x_i`, in the row's order, four non-zeros a turn (as [`Self::dot`]).
     #[inline]
     pub fn add_to(&self, i: usize, scale: f64, z: &mut [f64]) {

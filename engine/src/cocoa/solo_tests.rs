@@ -277,3 +277,39 @@ fn replayed_to_end(problem: &crate::synthetic::Problem, config: CocoaConfig, ste
     steps.iter().cloned().for_each(|s| cocoa.replay(s).unwrap());
     cocoa
 }
+
+/// `linea train`'s in-process run releases the grid's cells once every slot is built
+/// ([`Kernel::units_hold_their_data`], [`LocalRunner::detach`]): the run gives the bytes of
+/// one that keeps the grid, for one slot and for two, with a checkpoint's report every epoch
+/// and without; and a cell read after the release is an error, not a value.
+#[test]
+fn built_slots_need_no_cells() {
+    use crate::algorithm::GridSource;
+    for (loss, slots, recovery) in [
+        (Loss::Logistic, 1, Recovery::Needed),
+        (Loss::Logistic, 1, Recovery::Deferred),
+        (Loss::Logistic, 2, Recovery::Needed),
+        (Loss::Squared, 2, Recovery::Needed),
+    ] {
+        let problem = problem(loss, 23);
+        let config = config(loss, 0.1, slots, 2, 12, 0.0);
+        let kept = train(&problem, config, 2);
+        let mut cocoa = Cocoa::for_grid(config, &problem.grid).unwrap();
+        assert!(cocoa.kernel().units_hold_their_data());
+        let mut grid = problem.grid.clone();
+        let mut runner = LocalRunner::new(cocoa.kernel().clone(), &grid, 2);
+        runner.prepare().unwrap();
+        let detached = runner.detach();
+        grid.release_cells();
+        assert!(grid.cell(0, 0).is_err() && grid.blocks() == problem.grid.blocks());
+        let mut runner = detached.attach(&grid);
+        while cocoa.stop_reason().is_none() {
+            cocoa.next_iter(&mut runner, recovery).unwrap();
+        }
+        // The end-of-run collect of a run that deferred its reports (`linea train`'s).
+        cocoa.settle(&mut runner).unwrap();
+        assert_eq!(cocoa.state().epoch, kept.state().epoch);
+        assert_eq!(cocoa.flat_weights(), kept.flat_weights(), "{loss:?} K={slots} {recovery:?}");
+        assert_eq!(encode(cocoa.state()), encode(kept.state()), "{loss:?} K={slots} {recovery:?}");
+    }
+}

@@ -7,6 +7,29 @@ use crate::loss::Loss;
 use crate::scd::fast_exp::{Exp, exp_inline};
 use crate::scd::fast_log1p::softplus_inline;
 
+/// How many steps ahead a sweep asks for a row's start, target, norm and dual variable
+/// ([`SlotRows::prefetch_head`]), and for its features ([`SlotRows::prefetch_row`], which
+/// reads the start asked for earlier). A step on criteo-1m's rows (34 non-zeros) takes
+/// ~100-300 ns, a miss to memory ~100 ns: a few steps cover it.
+const HEAD_AHEAD: usize = 8;
+const ROW_AHEAD: usize = 4;
+
+/// The CPU's prefetch into every cache level, as a closure for a sweep (`|_| {}` where
+/// there is none). A macro so the closure is written inside [`fma::dispatch!`]'s copy, where
+/// SSE is enabled and `_mm_prefetch` is safe to call; a prefetch never faults.
+#[cfg(target_arch = "x86_64")]
+macro_rules! prefetch {
+    () => {
+        |p: *const i8| std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
+    };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! prefetch {
+    () => {
+        |_: *const i8| {}
+    };
+}
+
 /// The constants of CoCoA+'s local subproblem.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Subproblem {
@@ -99,13 +122,13 @@ fn solve<'o>(
         if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline;
         fn(problem: Subproblem, coupling: Coupling, rows: &SlotRows, alpha: &mut [f64], v: &[f64], orders: &[&[u32]]) -> LocalSolve {
             match coupling {
-                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline),
+                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, exp_inline, prefetch!()),
                 Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, exp_inline),
             }
         }
         else {
             match coupling {
-                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, f64::exp),
+                Coupling::Scalar => solve_loop(problem, rows, alpha, v, orders, f64::exp, |_| {}),
                 Coupling::PerFeature(w) => solve_loop_per_feature(problem, w, rows, alpha, v, orders, f64::exp),
             }
         }
@@ -121,18 +144,19 @@ fn solve_loop(
     v: &[f64],
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
+    prefetch: impl Fn(*const i8) + Copy,
 ) -> LocalSolve {
     let Subproblem { lambda, sigma, .. } = problem;
     let scale = sigma / lambda;
     let mut model: Vec<f64> = rows.globals.iter().map(|&j| v[j as usize] / lambda).collect();
-    let progress = sweep(problem, rows, alpha, &mut model, orders, exp);
+    let progress = sweep(problem, rows, alpha, &mut model, orders, exp, prefetch);
     let u = change_of_v(rows, v, lambda, &model, |_| scale);
     LocalSolve { u, progress }
 }
 
 /// The SDCA steps of a scalar-`sigma'` solve on the local model `model` (`(v + sigma' u) /
 /// lambda` over the slot's local features), both updated in place; returns the progress
-/// statistic ([`LocalSolve::progress`]).
+/// statistic ([`LocalSolve::progress`]). `prefetch` is [`prefetch!`]'s hint or nothing.
 #[inline(always)]
 fn sweep(
     problem: Subproblem,
@@ -141,12 +165,23 @@ fn sweep(
     model: &mut [f64],
     orders: &[&[u32]],
     exp: impl Fn(f64) -> f64 + Copy,
+    prefetch: impl Fn(*const i8) + Copy,
 ) -> f64 {
     let Subproblem { loss, lambda, sigma, tolerance } = problem;
     let scale = sigma / lambda;
     let mut progress = 0.0;
     for order in orders {
-        for &i in *order {
+        for (k, &i) in order.iter().enumerate() {
+            // The rows come in a random order, so each step's row, target, norm and dual
+            // would be a miss to memory; asked for ahead, they arrive while earlier steps
+            // run. Values are untouched: the same bits with or without.
+            if let Some(&ahead) = order.get(k + HEAD_AHEAD) {
+                rows.prefetch_head(ahead as usize, prefetch);
+                prefetch((&alpha[ahead as usize] as *const f64).cast());
+            }
+            if let Some(&ahead) = order.get(k + ROW_AHEAD) {
+                rows.prefetch_row(ahead as usize, prefetch);
+            }
             let i = i as usize;
             let m = rows.dot(i, model);
             let q = scale * rows.norms[i];
@@ -177,9 +212,9 @@ pub fn solo_solve<'o>(
     fma::dispatch! {
         if problem.loss == Loss::Logistic && Exp::detect() == Exp::Inline;
         fn(problem: Subproblem, rows: &SlotRows, alpha: &mut [f64], model: &mut [f64], orders: &[&[u32]]) -> f64 {
-            sweep(problem, rows, alpha, model, orders, exp_inline)
+            sweep(problem, rows, alpha, model, orders, exp_inline, prefetch!())
         }
-        else { sweep(problem, rows, alpha, model, orders, f64::exp) }
+        else { sweep(problem, rows, alpha, model, orders, f64::exp, |_| {}) }
     }
 }
 
