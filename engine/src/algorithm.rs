@@ -419,6 +419,12 @@ pub trait Algorithm {
     fn gap_name(&self) -> &'static str {
         "duality gap"
     }
+    /// The batch solver, where it is not the algorithm's own (`Some("newton")`: distributed
+    /// gradient or the hybrid with truncated Newton in place of L-BFGS), so the model header
+    /// and the summary line say what ran; `None` for the rest, whose [`Self::name`] says it.
+    fn batch_solver(&self) -> Option<&'static str> {
+        None
+    }
     fn kernel(&self) -> &Self::Kernel;
     /// The mirror that matches the current state (a restarted master builds it from the
     /// checkpointed state).

@@ -44,6 +44,8 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result
 pub struct TrainSummary {
     /// The algorithm that ran (`--algorithm auto`: the one it chose).
     pub algorithm: &'static str,
+    /// Its batch solver where not its own ([`Algorithm::batch_solver`]).
+    pub batch_solver: Option<&'static str>,
     pub objective: f64,
     pub gap: Option<Gap>,
     /// What `gap` is ([`Algorithm::gap_name`]).
@@ -59,6 +61,14 @@ pub struct TrainSummary {
 }
 
 impl TrainSummary {
+    /// What ran, as the flags that name it: `lbfgs`, `lbfgs --batch-solver newton`.
+    pub fn ran(&self) -> String {
+        match self.batch_solver {
+            Some(solver) => format!("{} --batch-solver {solver}", self.algorithm),
+            None => self.algorithm.to_string(),
+        }
+    }
+
     /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
     /// statistics and once for the prediction update.
     pub fn nnz_per_second_per_thread(&self, threads: usize) -> f64 {
@@ -319,6 +329,7 @@ pub fn finish<A: Algorithm>(
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
         algorithm: algorithm.name().to_string(),
+        batch_solver: algorithm.batch_solver().map(str::to_string),
         loss: options.loss,
         l2: options.l2,
         l1: options.l1,
@@ -355,6 +366,7 @@ pub fn finish<A: Algorithm>(
     }
     Ok(TrainSummary {
         algorithm: algorithm.name(),
+        batch_solver: algorithm.batch_solver(),
         gap_name: algorithm.gap_name(),
         objective,
         gap: report.gap.map(unscale_gap),

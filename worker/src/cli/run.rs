@@ -243,7 +243,7 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     println!(
         "trained {} with {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
         options.model,
-        summary.algorithm,
+        summary.ran(),
         objective_text(summary.objective),
         summary.epochs,
         summary.seconds,
