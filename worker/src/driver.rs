@@ -55,8 +55,8 @@ pub struct TrainSummary {
     pub nnz: u64,
     pub trace: Vec<EpochPoint>,
     pub model_bytes: Vec<u8>,
-    /// The signal that stopped the run before its own rule did (`linea train` in one
-    /// process): the model is that of the epochs done, not converged.
+    /// The signal that stopped the run before its own rule did (`linea train`, in one
+    /// process or with `--workers N`): the model is that of the epochs done, not converged.
     pub interrupted: Option<&'static str>,
 }
 
@@ -308,13 +308,16 @@ where
     Ok(earlier + started.elapsed().as_secs_f64())
 }
 
-/// Writes the model (and the trace and plot if asked) of a finished run.
+/// Writes the model (and the trace and plot if asked) of a finished run; `interrupt` is the
+/// one [`drive`] watched (a signal that came after the run's own rule stopped it changed
+/// nothing and is not reported).
 pub fn finish<A: Algorithm>(
     options: &TrainOptions,
     layout: &Layout,
     algorithm: &A,
     trace: Vec<EpochPoint>,
     seconds: f64,
+    interrupt: &Interrupt,
 ) -> Result<TrainSummary> {
     // Training ran on targets in the grid's scale (squared loss, see `TargetScale`); the
     // model, objective, gap and trace are reported in the labels' own units, exactly (the
@@ -375,7 +378,7 @@ pub fn finish<A: Algorithm>(
         nnz: layout.manifest.nnz,
         trace,
         model_bytes,
-        interrupted: None,
+        interrupted: interrupt.received().filter(|_| algorithm.stop_reason().is_none()),
     })
 }
 

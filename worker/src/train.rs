@@ -79,8 +79,9 @@ pub struct TrainOptions {
     /// Where the master (`linea master`, or `--workers N`'s in-process one) serves its
     /// `/metrics`; `None`: nowhere.
     pub metrics_listen: Option<String>,
-    /// In one process: the first SIGTERM or SIGINT stops the run at the end of its epoch and
-    /// writes the model of the epochs done ([`Interrupt`]); `linea train` sets it.
+    /// The first SIGTERM or SIGINT stops the run at the end of its epoch and writes the model
+    /// of the epochs done ([`Interrupt`]), in one process or as `--workers N`'s embedded
+    /// master; `linea train` sets it (`linea master` stops through its hub instead).
     pub stop_on_signals: bool,
 }
 
@@ -163,10 +164,7 @@ impl WithAlgorithm for InProcess<'_> {
         let interrupt = if options.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
         let (trace, seconds) =
             run_watched(&mut algorithm, self.loaded, options.threads, self.progress, trace_file, &interrupt)?;
-        // A signal that came after the run's own rule stopped it changed nothing.
-        let interrupted = interrupt.received().filter(|_| algorithm.stop_reason().is_none());
-        let summary = driver::finish(options, &self.loaded.layout, &algorithm, trace, seconds)?;
-        Ok(TrainSummary { interrupted, ..summary })
+        driver::finish(options, &self.loaded.layout, &algorithm, trace, seconds, &interrupt)
     }
 }
 

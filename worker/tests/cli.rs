@@ -334,7 +334,10 @@ fn a_batch_solver_is_recorded_and_models_written_without_it_still_load() {
         assert_eq!(weights(&model), weights(&old), "{old}");
         let header = |m: &str| std::fs::read_to_string(m).unwrap().lines().next().unwrap().to_string();
         let recorded = format!("\"algorithm\":\"{}\",\"batch_solver\":\"newton\",", algorithm[1]);
-        assert_eq!(header(&model).replacen(&recorded, &format!("\"algorithm\":\"{}\",", algorithm[1]), 1), header(&old));
+        assert_eq!(
+            header(&model).replacen(&recorded, &format!("\"algorithm\":\"{}\",", algorithm[1]), 1),
+            header(&old)
+        );
         // The old file still loads: eval scores it as the new one.
         let table = |m: &str| ok(&["eval", "--model", m, "--data", &grid]);
         assert_eq!(table(&old), table(&model), "{old}");

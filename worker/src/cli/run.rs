@@ -78,11 +78,11 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
-            // In one process a signal stops the run between epochs, keeping their model;
-            // `--workers N` is ended by it, with its worker processes.
+            // A signal stops the run between epochs, keeping their model (with `--workers N`
+            // too, whose worker processes then end).
             let options = train::TrainOptions {
                 worker_cache_mb: cache_mb,
-                stop_on_signals: workers == 0,
+                stop_on_signals: true,
                 ..args.options(threads, workers, AlgorithmName::Auto)?
             };
             let summary = train::train(&options, &progress)?;
