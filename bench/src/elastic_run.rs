@@ -164,7 +164,7 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
 /// The grid without the bias block `linea prepare` adds (the feature that is 1 in every
 /// row): CoCoA's and Chicle's SVM, `(1/n) sum loss + (lambda/2) |w|^2` with no intercept.
 /// The bias is the one column every slot shares in full, and it couples the slots' local
-/// problems (docs/benchmarks.md, "Why K > 1 did not pay").
+/// problems (docs/benchmarks/elastic-cocoa.md, "Why K > 1 did not pay").
 pub fn without_bias(loaded: linea_worker::gridload::LoadedGrid) -> InMemoryGrid {
     let bias = loaded.layout.manifest.blocks.iter().position(|b| b.name == linea_worker::prepare::BIAS);
     let grid = loaded.grid;

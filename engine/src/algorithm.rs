@@ -368,7 +368,7 @@ pub enum StopReason {
 /// checkpoint, or a runner that replaces a lost unit from the mirror. A run with neither (`linea
 /// train` in one process) can leave it on the units and collect it once
 /// ([`Algorithm::settle`]); on criteo-sample that report was ~30% of an epoch's instructions
-/// outside the local solve (docs/benchmarks.md, "Recoverable only when it must be").
+/// outside the local solve (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it must be").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {
     /// A checkpoint follows the iteration, or the runner can lose a unit: the state, the
