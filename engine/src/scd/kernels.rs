@@ -194,7 +194,7 @@ pub fn accumulate_statistics(
 ///
 /// Logistic loss takes nine losses (an `exp` and a `log1p` each) per row the direction
 /// moves: the line search of an impure block was most of an epoch on rcv1-small
-/// (docs/benchmarks.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
+/// (docs/benchmarks/scd-sweep.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
 /// FMA with `exp` inlined ([`exp_inline`], the library's bits), so the sums are the same.
 pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
     fma::dispatch! {
