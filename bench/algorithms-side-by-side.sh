@@ -12,7 +12,7 @@
 #
 # Results: bench/peers/results-algorithms/<dataset>.<loss>.l2=1.jsonl, and the tables in
 # bench/peers/results-algorithms/tables.md and plots/ (bench/peers/summarize.py over those files);
-# docs/benchmarks.md quotes them with the machine's load.
+# docs/benchmarks/algorithms-side-by-side.md quotes them with the machine's load.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
 . "$(dirname "$0")/lib.sh"

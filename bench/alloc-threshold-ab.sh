@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What glibc's 128 KiB mmap threshold costs two builds (issue 20, docs/benchmarks.md "Reused
+# What glibc's 128 KiB mmap threshold costs two builds (issue 20, docs/benchmarks/past-the-memory-wall.md "Reused
 # per-cell buffers"): SCD on one thread, each build with glibc's default and with the
 # threshold forced (GLIBC_TUNABLES, which sets it in any process as `mallopt` does in a
 # memory-bounded one), interleaved A B A B in one command, the load average before and

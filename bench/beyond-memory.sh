@@ -4,14 +4,14 @@
 # --workers 1 --cache-mb` so the worker's cell cache holds only part of the grid, with every
 # trainer (linea and the peers alike) under one memory cap: `memcap` (bench/src/memcap.rs)
 # sums the resident memory of a command's whole process tree and kills the tree above the
-# cap, which simulates a machine of CAP_MB (docs/benchmarks.md, "Past the memory wall").
+# cap, which simulates a machine of CAP_MB (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall").
 #
 #   bench/beyond-memory.sh [ROWS] [CACHE_MB] [CROSSES] [CAP_MB]
 #       (default 1,000,000 rows, 16 MiB, 2 crosses, a cap of 256 MiB; CAP_MB 0: no cap)
 #
 # A small version runs in minutes: `bench/beyond-memory.sh 100000 4 2 128`. With 8 crosses
 # the feature count grows about as fast as the rows, and linea's memory with it: ~112 bytes
-# per feature for master and worker together (344 before branch mem20d; docs/benchmarks.md,
+# per feature for master and worker together (344 before branch mem20d; docs/benchmarks/past-the-memory-wall.md,
 # "Bytes per feature"), so at 1M rows (2.1M features) it needs 387 MiB against LIBLINEAR's
 # 659 MiB of feature_nodes: `bench/beyond-memory.sh 1000000 16 8 512`. Prints the
 # generated rows' column statistics against the sample's, the grid's size, the memory

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# linea's memory per feature (issue 20, docs/benchmarks.md "Bytes per feature"): the same
+# linea's memory per feature (issue 20, docs/benchmarks/past-the-memory-wall.md "Bytes per feature"): the same
 # criteo-gen rows (seed 1) with 2 crosses and with 8, so the two grids differ mostly in
 # their feature count, each trained by `linea train --workers 1 --cache-mb 16` (master and
 # worker processes, cells read through a 16 MiB cache) under memcap, which reports the

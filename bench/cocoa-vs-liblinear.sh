@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CoCoA+ with one slot (SDCA) against LIBLINEAR's dual coordinate descent, the same family
 # of method, on every shared dataset: A B A B (2 repeats), single-threaded both, time to
-# reach the reference optimum within 1e-3 / 1e-4 / 1e-6 (docs/benchmarks.md, issue 13).
+# reach the reference optimum within 1e-3 / 1e-4 / 1e-6 (docs/benchmarks/cocoa-k1-against-liblinear.md, issue 13).
 # CoCoA runs to a certified relative duality gap of 1e-6 twice: with its gap schedule
 # (linea-cocoa, the default) and computing the gap after every epoch (linea-cocoa-every);
 # linea-cocoa-stop runs it to its own stop over a ladder of gap tolerances (1e-2 .. 1e-6) and

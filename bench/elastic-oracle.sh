@@ -6,7 +6,7 @@
 #
 #   bench/elastic-oracle.sh            # about 25 minutes on 2 cores
 #
-# The sets, generated into $LINEA_CACHE/elastic-bench with new rows (docs/benchmarks.md,
+# The sets, generated into $LINEA_CACHE/elastic-bench with new rows (docs/benchmarks/elastic-cocoa.md,
 # "Generated sets with distinct rows"): criteo-g150k (criteo-gen, 150,000 rows, no crosses)
 # and higgs-g200k (resample tsv, 200,000 rows), both seed 1.
 set -euo pipefail

@@ -14,7 +14,7 @@
 # --cocoa: CoCoA's models instead (l2 = 1): `k1`, one slot to a relative gap of 1e-6 (the
 # one-slot path, docs/algorithms.md "One slot"), and `k3`, three slots for a fixed 15
 # epochs (`--gap-tolerance 0`), each on 1 and 2 threads; not adult and protein-kdd2004,
-# where no dual coordinate method converges (docs/benchmarks.md, issue 13).
+# where no dual coordinate method converges (docs/benchmarks/cocoa-k1-against-liblinear.md, issue 13).
 #
 # --linear: the batch family's models instead (l2 = 1, at most 200 epochs each, without the
 # certified stop, `--gap-tolerance 0`, so the digests follow the iterates alone): `lbfgs`,

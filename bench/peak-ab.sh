@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peak resident memory and time of two builds on the same `linea train` run, interleaved
-# A B A B in one command, the load average before and after (issue 20, docs/benchmarks.md
-# "CoCoA's peak on criteo-1m"). Each line: the round, the build, the whole process's wall
+# A B A B in one command, the load average before and after (issue 20,
+# docs/benchmarks/cocoa-criteo-1m.md). Each line: the round, the build, the whole process's wall
 # time, the training time linea reports, the peak RSS (`/usr/bin/time`'s %M: the largest
 # resident set, which the peer harness reports too), kernel and user time, and the model's
 # digest (both builds must agree when a change keeps the model's bytes).

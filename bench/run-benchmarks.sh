@@ -14,11 +14,11 @@
 #    re-evaluated in float64 against the reference optimum) for every dataset whose results
 #    file bench/peers/results/<dataset>.<loss>.l2=1.jsonl is missing (--force: all of them);
 #    a run writes to a temporary file that replaces the results file only when it finished;
-# 5. bench/peers/summarize.py writes the table into docs/benchmarks.md (between the
+# 5. bench/peers/summarize.py writes the table into docs/benchmarks/peers.md (between the
 #    peers-table markers) and the plots docs/benchmarks/<dataset>.<loss>.svg.
 #
 # --quick: one repeat, tools liblinear,snapml,linea, the small sets only, results in
-# $LINEA_CACHE/bench-quick (docs/benchmarks.md is not touched). Everything runs under
+# $LINEA_CACHE/bench-quick (docs/benchmarks/peers.md is not touched). Everything runs under
 # `nice -n 10`; every run is bounded by run_peers.py's --max-seconds / --timeout.
 set -euo pipefail
 . "$(dirname "$0")/../scripts/env.sh"
@@ -68,10 +68,10 @@ small_sets=(
     "protein-kdd2004|logistic|--tools $peers --max-seconds 20 --timeout 120"
     "movielens-100k|squared|--tools $peers"
 )
-# The scaled sets: only the tools that finish in bounded time (see docs/benchmarks.md). At 10M
+# The scaled sets: only the tools that finish in bounded time (see docs/benchmarks/peers.md). At 10M
 # rows LIBLINEAR's primal Newton (~100 s per rung at 1M) is left out, and linea stops after 50
 # epochs (1e-6 takes ~35 at 1M; the time to reach it is read from linea's trace). That was too
-# few at 10M (1.9e-6 after 50, docs/benchmarks.md): the published table used 50; raise it
+# few at 10M (1.9e-6 after 50, docs/benchmarks/peers.md): the published table used 50; raise it
 # (about 60) when re-running.
 big_sets=(
     "criteo-1m|logistic|--tools liblinear,liblinear-dual,snapml,snapml-epoch,linea,linea-scd,linea-cocoa --max-seconds 120 --timeout 600"
@@ -125,10 +125,10 @@ for entry in "${sets[@]}"; do
 done
 
 if [ "$quick" = 1 ]; then
-    cp docs/benchmarks.md "$results/benchmarks.md"
-    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc "$results/benchmarks.md" --plots "$results/plots"
-    log "quick summary in $results/benchmarks.md (docs/benchmarks.md untouched)"
+    cp docs/benchmarks/peers.md "$results/peers.md"
+    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc "$results/peers.md" --plots "$results/plots"
+    log "quick summary in $results/peers.md (docs/benchmarks/peers.md untouched)"
 else
-    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc docs/benchmarks.md --plots docs/benchmarks
+    nice -n 10 "$PY" bench/peers/summarize.py --results "$results" --doc docs/benchmarks/peers.md --plots docs/benchmarks
 fi
 log "total $(( $(date +%s) - t_start )) s"

@@ -9,13 +9,12 @@ data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"
 work="${1:-$LINEA_ROOT/demo}"
 mkdir -p "$work"
 
-# The binary is built exactly as `scripts/test.sh` builds it: with the workspace's features
-# unified with its dev-dependencies' (cargo test builds `linea` for the worker's integration
-# tests). A plain `cargo build -p linea-worker` resolves features differently and would
-# recompile the engine, the proto crate and the worker that the test run already compiled,
-# and the test run would recompile them after this. `--test cli` adds one small test binary.
-echo "== building linea (release, cached in $CARGO_TARGET_DIR)"
-(cd "$LINEA_ROOT" && cargo test --release --locked --workspace --no-run --test cli)
+# The binary is built exactly as `scripts/test.sh` builds it (`build_release`, env.sh: the
+# workspace's features unified with its dev-dependencies', so nothing is compiled twice).
+# `--test cli` adds one small test binary. Quiet: cargo prints only warnings and errors, not
+# the test executables it built.
+echo "== building linea (release, cached in $CARGO_TARGET_DIR; a first build takes minutes)"
+build_release --test cli
 
 echo "== linea prepare: a9a.train.libsvm -> $work/a9a-grid"
 "$LINEA_BIN" prepare --input "$data/a9a/a9a.train.libsvm" --format libsvm --output "$work/a9a-grid"

@@ -6,7 +6,7 @@
 Loads $LINEA_CACHE/bench-work/DATASET/data.npz (written by run_peers.py), drops the
 harness's bias column and fits `-s 7 -c 0.5 -e EPS -B 1` (logistic loss, l2 = 1) through
 the Python binding, so the instructions counted are LIBLINEAR's `train` on the problem the
-timed runs use (docs/benchmarks.md, "Less work per epoch outside the arithmetic").
+timed runs use (docs/benchmarks/cocoa-k1-against-liblinear.md, "Less work per epoch outside the arithmetic").
 """
 import os
 import sys

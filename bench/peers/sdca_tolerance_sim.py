@@ -1,7 +1,7 @@
 """SDCA for l2-regularised logistic regression (l2 = 1) with linea's logit Newton step and an
 inner step tolerance, in plain Python: a model of the rules of engine/src/cocoa/step_tolerance.rs,
 to see per epoch how many rows an inner tolerance leaves, how many Newton iterations a row
-takes, and the duality gap (docs/benchmarks.md, "Inexact logistic steps").
+takes, and the duality gap (docs/benchmarks/cocoa-k1-against-liblinear.md, "Inexact logistic steps").
 
     python bench/peers/sdca_tolerance_sim.py DATASET RULE EPOCHS
 

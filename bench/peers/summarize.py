@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Summarise bench/peers/results/*.jsonl into the peers table of docs/benchmarks.md and plots.
+"""Summarise bench/peers/results/*.jsonl into the peers table of docs/benchmarks/peers.md and plots.
 
     $VENV/bin/python bench/peers/summarize.py [--results DIR] [--doc FILE] [--plots DIR]
 
-With the canonical results (bench/peers/results) it writes docs/benchmarks.md and
-docs/benchmarks/; with any other --results, RESULTS/tables.md and RESULTS/plots/ unless told
+With the canonical results (bench/peers/results) it writes docs/benchmarks/peers.md and
+the plots beside it in docs/benchmarks/; with any other --results, RESULTS/tables.md and RESULTS/plots/ unless told
 otherwise, so a scratch run never rewrites the published table.
 
 Writes (1) the markdown between `<!-- peers-table:begin -->` and `<!-- peers-table:end -->` in
@@ -249,14 +249,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     canonical = os.path.join(HERE, "results")
     ap.add_argument("--results", default=canonical)
-    ap.add_argument("--doc", help="default: docs/benchmarks.md for the canonical results, "
+    ap.add_argument("--doc", help="default: docs/benchmarks/peers.md for the canonical results, "
                     "else RESULTS/tables.md (a scratch run never rewrites the published table)")
     ap.add_argument("--plots", help="default: docs/benchmarks for the canonical results, else RESULTS/plots")
     ap.add_argument("--command", default="bench/run-benchmarks.sh",
                     help="the command named in the generated text")
     a = ap.parse_args()
     published = os.path.realpath(a.results) == os.path.realpath(canonical)
-    a.doc = a.doc or (os.path.join(REPO, "docs", "benchmarks.md") if published else os.path.join(a.results, "tables.md"))
+    a.doc = a.doc or (os.path.join(REPO, "docs", "benchmarks", "peers.md") if published else os.path.join(a.results, "tables.md"))
     a.plots = a.plots or (os.path.join(REPO, "docs", "benchmarks") if published else os.path.join(a.results, "plots"))
     if not os.path.exists(a.doc):
         with open(a.doc, "w") as f:

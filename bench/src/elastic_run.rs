@@ -8,10 +8,21 @@
 
 use crate::slot_clock::{SlotSeconds, TimedRunner, process_cpu_seconds, thread_cpu_seconds};
 use linea_engine::Loss;
-use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction, Runner};
-use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaKernel, CocoaPhase, ElasticConfig, ScaleIn};
+use linea_engine::algorithm::{Algorithm, PhaseRequest, Recovery, Reduction};
+use linea_engine::cocoa::{Aggregation, Clock, Cocoa, CocoaConfig, CocoaPhase, ElasticConfig, ScaleIn};
 use linea_engine::grid::InMemoryGrid;
+use linea_worker::gridload;
+use linea_worker::storage::LocalStorage;
 use std::time::Instant;
+
+/// The relative duality gaps `elastic-bench` and `elastic-oracle` time (Chicle's Table 2).
+pub const TARGETS: [f64; 3] = [1e-4, 1e-5, 1e-6];
+
+/// A prepared grid for hinge loss, without its bias block when `no_bias` ([`without_bias`]).
+pub fn load(dir: &str, no_bias: bool) -> Result<InMemoryGrid, String> {
+    let loaded = gridload::load(&LocalStorage::new(dir), Loss::Hinge).map_err(|e| e.to_string())?;
+    Ok(if no_bias { without_bias(loaded) } else { loaded.grid })
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -31,7 +42,8 @@ pub struct Setting {
     /// Without a cap: per-feature `sigma'_j` (the default) or the scalar K.
     pub aggregation: Aggregation,
     /// Scale-ins forced after these epochs, `(epoch, to)` in epoch order, instead of a
-    /// policy's: the hindsight search of `elastic-oracle` tries every switch point.
+    /// policy's ([`Cocoa::scale_in`], the policy's own merge): the hindsight search of
+    /// `elastic-oracle` tries every switch point.
     pub schedule: Vec<(u32, u32)>,
 }
 
@@ -130,7 +142,7 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
         let slots = cocoa.state().slots;
         cocoa.next_iter(&mut runner, Recovery::Needed).map_err(err)?;
         if let Some(&(_, to)) = forced.next_if(|(epoch, _)| *epoch == cocoa.state().epoch) {
-            force_scale_in(&mut cocoa, &mut runner, to)?;
+            cocoa.scale_in(&mut runner, to).map_err(err)?;
         }
         let gap = cocoa.state().history.last().map_or(f64::INFINITY, |r| r.gap.relative);
         let point = Point {
@@ -149,28 +161,10 @@ pub fn run(grid: &InMemoryGrid, l2: f64, setting: &Setting, budget: Budget) -> R
     Ok(Trace { points, scale_ins: cocoa.state().scale_ins.clone() })
 }
 
-/// What a policy's scale-in does after an epoch (`Cocoa::next_iter`): the state to `to`
-/// slots, each merged slot rebuilt from its old slots' rows, timed as a scale-in is. The
-/// state is whole here: a forced schedule starts above one slot, where no slot holds state
-/// the master lacks.
-fn force_scale_in(
-    cocoa: &mut Cocoa,
-    runner: &mut TimedRunner<'_, CocoaKernel, InMemoryGrid>,
-    to: u32,
-) -> Result<(), String> {
-    let mut state = cocoa.state().clone();
-    if state.slots <= to || !state.slots.is_multiple_of(to) {
-        return Err(format!("a scale-in {} -> {to} does not merge slots", state.slots));
-    }
-    state.slots = to;
-    cocoa.set_state(state);
-    runner.reconfigure(cocoa.kernel().clone(), cocoa.mirror()).map_err(|e| e.to_string())
-}
-
 /// The grid without the bias block `linea prepare` adds (the feature that is 1 in every
 /// row): CoCoA's and Chicle's SVM, `(1/n) sum loss + (lambda/2) |w|^2` with no intercept.
 /// The bias is the one column every slot shares in full, and it couples the slots' local
-/// problems (docs/benchmarks.md, "Why K > 1 did not pay").
+/// problems (docs/benchmarks/elastic-cocoa.md, "Why K > 1 did not pay").
 pub fn without_bias(loaded: linea_worker::gridload::LoadedGrid) -> InMemoryGrid {
     let bias = loaded.layout.manifest.blocks.iter().position(|b| b.name == linea_worker::prepare::BIAS);
     let grid = loaded.grid;

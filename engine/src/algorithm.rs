@@ -377,7 +377,7 @@ pub enum StopReason {
 /// checkpoint, or a runner that replaces a lost unit from the mirror. A run with neither (`linea
 /// train` in one process) can leave it on the units and collect it once
 /// ([`Algorithm::settle`]); on criteo-sample that report was ~30% of an epoch's instructions
-/// outside the local solve (docs/benchmarks.md, "Recoverable only when it must be").
+/// outside the local solve (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it must be").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {
     /// A checkpoint follows the iteration, or the runner can lose a unit: the state, the
@@ -427,6 +427,12 @@ pub trait Algorithm {
     /// a bound on the distance to the optimum either way.
     fn gap_name(&self) -> &'static str {
         "duality gap"
+    }
+    /// The batch solver, where it is not the algorithm's own (`Some("newton")`: distributed
+    /// gradient or the hybrid with truncated Newton in place of L-BFGS), so the model header
+    /// and the summary line say what ran; `None` for the rest, whose [`Self::name`] says it.
+    fn batch_solver(&self) -> Option<&'static str> {
+        None
     }
     fn kernel(&self) -> &Self::Kernel;
     /// The mirror that matches the current state (a restarted master builds it from the

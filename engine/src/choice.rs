@@ -4,7 +4,7 @@
 //! largest |value|) and of the parameters (loss, l2, l1, whether a distributed runtime runs
 //! it), never of the machine (cores, load, memory): the same grid and flags choose the same
 //! algorithm, hence the same model bytes, on every machine. It was fitted to measurements
-//! (docs/benchmarks.md, "Choosing the algorithm"; docs/algorithms.md, "When to pick
+//! (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm"; docs/algorithms.md, "When to pick
 //! which") and says in [`Choice::reason`] which of its cases decided.
 
 use crate::loss::Loss;
@@ -65,7 +65,7 @@ pub const DENSE_FILL: f64 = 0.5;
 /// the Jacobi-preconditioned CG needs few passes (a9a, w8a, adult). It took this case from
 /// L-BFGS once its CG forcing term no longer depended on the objective's scale: 1.2-1.5x
 /// behind L-BFGS on w8a, 1.3-5.4x ahead on a9a and adult, and on a9a, w8a and adult at
-/// `l2 = 0.1` (docs/benchmarks.md, "Choosing the algorithm, again").
+/// `l2 = 0.1` (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm, again").
 pub const NEWTON_NNZ_PER_FEATURE: f64 = 1000.0;
 
 /// Values at most this large count as scaled (binary, one-hot or normalized rows). CoCoA's
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn the_shared_sets_get_the_algorithm_the_measurements_chose_for_them() {
-        // docs/benchmarks.md, "Choosing the algorithm" and "..., again": at l2 = 1 the fastest
+        // docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm" and "..., again": at l2 = 1 the fastest
         // candidate, or within 1.5x of it (a9a: Newton 1.14x CoCoA's time; w8a: 1.47x L-BFGS's).
         for (name, expected) in [
             ("a9a", Algorithm::Newton),

@@ -44,6 +44,8 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result
 pub struct TrainSummary {
     /// The algorithm that ran (`--algorithm auto`: the one it chose).
     pub algorithm: &'static str,
+    /// Its batch solver where not its own ([`Algorithm::batch_solver`]).
+    pub batch_solver: Option<&'static str>,
     pub objective: f64,
     pub gap: Option<Gap>,
     /// What `gap` is ([`Algorithm::gap_name`]).
@@ -53,12 +55,20 @@ pub struct TrainSummary {
     pub nnz: u64,
     pub trace: Vec<EpochPoint>,
     pub model_bytes: Vec<u8>,
-    /// The signal that stopped the run before its own rule did (`linea train` in one
-    /// process): the model is that of the epochs done, not converged.
+    /// The signal that stopped the run before its own rule did (`linea train`, in one
+    /// process or with `--workers N`): the model is that of the epochs done, not converged.
     pub interrupted: Option<&'static str>,
 }
 
 impl TrainSummary {
+    /// What ran, as the flags that name it: `lbfgs`, `lbfgs --batch-solver newton`.
+    pub fn ran(&self) -> String {
+        match self.batch_solver {
+            Some(solver) => format!("{} --batch-solver {solver}", self.algorithm),
+            None => self.algorithm.to_string(),
+        }
+    }
+
     /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
     /// statistics and once for the prediction update.
     pub fn nnz_per_second_per_thread(&self, threads: usize) -> f64 {
@@ -298,13 +308,16 @@ where
     Ok(earlier + started.elapsed().as_secs_f64())
 }
 
-/// Writes the model (and the trace and plot if asked) of a finished run.
+/// Writes the model (and the trace and plot if asked) of a finished run; `interrupt` is the
+/// one [`drive`] watched (a signal that came after the run's own rule stopped it changed
+/// nothing and is not reported).
 pub fn finish<A: Algorithm>(
     options: &TrainOptions,
     layout: &Layout,
     algorithm: &A,
     trace: Vec<EpochPoint>,
     seconds: f64,
+    interrupt: &Interrupt,
 ) -> Result<TrainSummary> {
     // Training ran on targets in the grid's scale (squared loss, see `TargetScale`); the
     // model, objective, gap and trace are reported in the labels' own units, exactly (the
@@ -319,6 +332,7 @@ pub fn finish<A: Algorithm>(
     let header = ModelHeader {
         format: MODEL_FORMAT.to_string(),
         algorithm: algorithm.name().to_string(),
+        batch_solver: algorithm.batch_solver().map(str::to_string),
         loss: options.loss,
         l2: options.l2,
         l1: options.l1,
@@ -355,6 +369,7 @@ pub fn finish<A: Algorithm>(
     }
     Ok(TrainSummary {
         algorithm: algorithm.name(),
+        batch_solver: algorithm.batch_solver(),
         gap_name: algorithm.gap_name(),
         objective,
         gap: report.gap.map(unscale_gap),
@@ -363,13 +378,13 @@ pub fn finish<A: Algorithm>(
         nnz: layout.manifest.nnz,
         trace,
         model_bytes,
-        interrupted: None,
+        interrupted: interrupt.received().filter(|_| algorithm.stop_reason().is_none()),
     })
 }
 
 /// Model lines in grid order: blocks as the manifest lists them, features by dictionary,
 /// each block's dictionary read from the grid only for its lines (training never holds
-/// them: docs/benchmarks.md, "Bytes per feature"). `unscale` maps a training weight to
+/// them: docs/benchmarks/past-the-memory-wall.md, "Bytes per feature"). `unscale` maps a training weight to
 /// the model's.
 fn render_model(
     header: &ModelHeader,

@@ -1,12 +1,14 @@
-//! SIGTERM and SIGINT for `linea train` in one process. The first asks the run to stop at
-//! the next epoch boundary ([`crate::driver::drive`] checks between epochs), so the model of
-//! the epochs done is written, with its trace, and the command says it is not converged.
-//! A second one ends the process at once (the exit code a shell gives a process the signal
-//! ended), for a run whose epoch is too long to wait for.
+//! SIGTERM and SIGINT for `linea train`, in one process or with `--workers N`. The first
+//! asks the run to stop at the next epoch boundary ([`crate::driver::drive`] checks between
+//! epochs), so the model of the epochs done is written, with its trace, and the command says
+//! it is not converged; `--workers N`'s embedded master then releases its worker processes,
+//! which end. A second one ends the process at once (the exit code a shell gives a process
+//! the signal ended), for a run whose epoch is too long to wait for; the worker processes,
+//! in their own process group, then end when they find their master gone.
 //!
-//! An in-process run has no checkpoint to resume from (`linea master --checkpoint` does),
-//! so the model of the epochs done is all it can keep. `linea master` stops on signals
-//! through its hub instead, and `train --workers N`'s embedded master leaves them alone.
+//! `linea train` has no checkpoint to resume from (`linea master --checkpoint` does), so the
+//! model of the epochs done is all it can keep. `linea master` stops on signals through its
+//! hub instead.
 
 use crate::error::{LineaError, Result};
 use signal_hook::consts::{SIGINT, SIGTERM};

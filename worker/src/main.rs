@@ -52,17 +52,17 @@ fn write_termination_message(message: &str) {
 
 /// Buffers of 128 KiB and more (a block's parameters, sums and phase bytes, decoded cells)
 /// are mapped from the kernel and given back when freed. glibc's malloc starts so, but
-/// raises that threshold to the size of any mapped buffer freed (up to 32 MiB), after
-/// which such buffers come from its heaps, whose freed space it keeps: a block-sized
-/// buffer is freed every few milliseconds here, and the job's resident memory grew by about
-/// 130 bytes per feature (docs/benchmarks.md, "Bytes per feature"). Setting the threshold
-/// turns the raising off. The cost is a page fault per 4 KiB of every fresh buffer: SCD's
-/// epochs on criteo-1m (one thread) took about 25% longer with it (docs/benchmarks.md,
-/// "What the allocator's threshold costs"), so only a process that runs under a memory
-/// bound sets it ([`linea_worker::cli::Cli::bounds_memory`]). SCD's per-cell buffers are
-/// now reused (linea_engine::scratch), which took most of that cost away; the threshold
-/// stays because the block-sized buffers are still allocated per block, and without it a
-/// bounded job's peak was 42% higher (docs/benchmarks.md, "Reused per-cell buffers").
+/// raises that threshold to the size of any mapped buffer freed (up to 32 MiB), after which such
+/// buffers come from its heaps, whose freed space it keeps: a block-sized buffer is freed every few
+/// milliseconds here, and the job's resident memory grew by about 130 bytes per feature
+/// (docs/benchmarks/past-the-memory-wall.md, "Bytes per feature"). Setting the threshold turns the
+/// raising off. The cost is a page fault per 4 KiB of every fresh buffer: SCD's epochs on criteo-1m
+/// (one thread) took about 25% longer with it (docs/benchmarks/past-the-memory-wall.md, "What the
+/// allocator's threshold costs"), so only a process that runs under a memory bound sets it
+/// ([`linea_worker::cli::Cli::bounds_memory`]). SCD's per-cell buffers are now reused
+/// (linea_engine::scratch), which took most of that cost away; the threshold stays because the
+/// block-sized buffers are still allocated per block, and without it a bounded job's peak was 42%
+/// higher (docs/benchmarks/past-the-memory-wall.md, "Reused per-cell buffers").
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_big_buffers_to_the_kernel() {
     // SAFETY: mallopt sets one parameter of the allocator and touches no memory of ours;

@@ -16,6 +16,12 @@ pub const MODEL_FORMAT: &str = "linea-model/1";
 pub struct ModelHeader {
     pub format: String,
     pub algorithm: String,
+    /// The batch solver where it is not the algorithm's own L-BFGS (`newton`: `--algorithm
+    /// lbfgs|hybrid --batch-solver newton`, and `auto`'s Newton). Absent otherwise, so those
+    /// models are unchanged; a model written before this field existed reads as absent
+    /// whichever solver trained it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_solver: Option<String>,
     pub loss: Loss,
     pub l2: f64,
     pub l1: f64,

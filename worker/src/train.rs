@@ -80,8 +80,9 @@ pub struct TrainOptions {
     /// Where the master (`linea master`, or `--workers N`'s in-process one) serves its
     /// `/metrics`; `None`: nowhere.
     pub metrics_listen: Option<String>,
-    /// In one process: the first SIGTERM or SIGINT stops the run at the end of its epoch and
-    /// writes the model of the epochs done ([`Interrupt`]); `linea train` sets it.
+    /// The first SIGTERM or SIGINT stops the run at the end of its epoch and writes the model
+    /// of the epochs done ([`Interrupt`]), in one process or as `--workers N`'s embedded
+    /// master; `linea train` sets it (`linea master` stops through its hub instead).
     pub stop_on_signals: bool,
 }
 
@@ -172,10 +173,7 @@ impl WithAlgorithm for InProcess<'_> {
             trace_file,
             &interrupt,
         )?;
-        // A signal that came after the run's own rule stopped it changed nothing.
-        let interrupted = interrupt.received().filter(|_| algorithm.stop_reason().is_none());
-        let summary = driver::finish(options, self.layout, &algorithm, trace, seconds)?;
-        Ok(TrainSummary { interrupted, ..summary })
+        driver::finish(options, self.layout, &algorithm, trace, seconds, &interrupt)
     }
 }
 

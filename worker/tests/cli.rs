@@ -282,7 +282,9 @@ fn train_chooses_its_algorithm_from_the_data_says_which_and_records_it() {
         for threads in ["1", "2"] {
             let (model, trace) = (path(dir.path(), &format!("auto-{threads}")), path(dir.path(), "trace.csv"));
             let out = ok(&["train", "--data", &grid, "--model", &model, "--threads", threads, "--trace", &trace]);
-            assert!(out.contains(&format!(" with {chosen}: objective ")), "{input}: {out}");
+            // What ran, solver included (the flags that name it).
+            let ran = [&[chosen][..], solver].concat().join(" ");
+            assert!(out.contains(&format!(" with {ran}: objective ")), "{input}: {out}");
             // The model is a model of this objective: eval gives back what training printed
             // (to the last digits: the algorithms sum in their own order).
             let printed: f64 =
@@ -290,7 +292,8 @@ fn train_chooses_its_algorithm_from_the_data_says_which_and_records_it() {
             let evaluated = metric(&ok(&["eval", "--model", &model, "--data", &grid]), "objective");
             assert!((evaluated - printed).abs() <= 1e-10 * printed, "{input}: {evaluated} against {printed}");
             let header = std::fs::read_to_string(&model).unwrap().lines().next().unwrap().to_string();
-            assert!(header.contains(&format!("\"algorithm\":\"{chosen}\"")), "{input}: {header}");
+            let batch_solver = solver.get(1).map_or(String::new(), |s| format!(",\"batch_solver\":\"{s}\""));
+            assert!(header.contains(&format!("\"algorithm\":\"{chosen}\"{batch_solver},")), "{input}: {header}");
             assert!(header.contains("\"chosen_by\":\"auto: "), "{input}: {header}");
             let trace = std::fs::read_to_string(&trace).unwrap();
             assert!(trace.lines().skip(1).all(|l| l.ends_with(&format!(",{chosen}"))), "{input}: {trace}");
@@ -307,6 +310,37 @@ fn train_chooses_its_algorithm_from_the_data_says_which_and_records_it() {
             !std::fs::read_to_string(&named).unwrap().contains("chosen_by"),
             "{input}: a named run records no choice"
         );
+    }
+}
+
+#[test]
+fn a_batch_solver_is_recorded_and_models_written_without_it_still_load() {
+    // Models of `bench/model-hashes.sh --linear`'s `newton` and `hybrid-newton` runs on a9a,
+    // written at eebcc36, before the header recorded the batch solver.
+    let runs = [
+        ("a9a-lbfgs-newton-eebcc36.model", &["--algorithm", "lbfgs"][..]),
+        ("a9a-hybrid-newton-eebcc36.model", &["--algorithm", "hybrid", "--slots", "4"][..]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let grid = path(dir.path(), "grid");
+    ok(&["prepare", "--input", &data("a9a/a9a.train.libsvm"), "--format", "libsvm", "--output", &grid]);
+    for (old, algorithm) in runs {
+        let old = format!("{}/tests/models/{old}", env!("CARGO_MANIFEST_DIR"));
+        let model = path(dir.path(), "model");
+        let flags = ["--l2", "1", "--batch-solver", "newton", "--epochs", "200", "--gap-tolerance", "0"];
+        let out = ok(&[&["train", "--data", &grid, "--model", &model][..], algorithm, &flags].concat());
+        assert!(out.contains(&format!(" with {} --batch-solver newton: ", algorithm[1])), "{out}");
+        // The same weights, bit for bit; the header gains the solver and nothing else.
+        assert_eq!(weights(&model), weights(&old), "{old}");
+        let header = |m: &str| std::fs::read_to_string(m).unwrap().lines().next().unwrap().to_string();
+        let recorded = format!("\"algorithm\":\"{}\",\"batch_solver\":\"newton\",", algorithm[1]);
+        assert_eq!(
+            header(&model).replacen(&recorded, &format!("\"algorithm\":\"{}\",", algorithm[1]), 1),
+            header(&old)
+        );
+        // The old file still loads: eval scores it as the new one.
+        let table = |m: &str| ok(&["eval", "--model", m, "--data", &grid]);
+        assert_eq!(table(&old), table(&model), "{old}");
     }
 }
 

@@ -111,12 +111,14 @@ proptest! {
         objective in any::<f64>().prop_filter("finite", |v| v.is_finite()),
         gap in prop::option::of(0.0f64..1.0),
         chosen_by in prop::option::of("\\PC{0,60}"),
+        batch_solver in prop::option::of("[a-z]{1,8}"),
         epochs in any::<u32>(),
         seed in any::<u64>(),
     ) {
         let header = ModelHeader {
             format: MODEL_FORMAT.into(),
             algorithm: "cocoa".into(),
+            batch_solver,
             loss: Loss::Hinge,
             l2,
             l1: 0.0,

@@ -1,10 +1,11 @@
-//! `linea train` stopped by SIGTERM mid-run: the trace written as the run went holds every
-//! epoch done, the model written is exactly that of those epochs, and the exit (143, the
-//! `stopped:` line) says it is not converged.
+//! `linea train` stopped by SIGTERM mid-run, in one process and with `--workers 2`: the
+//! trace written as the run went holds every epoch done, the model written is exactly that
+//! of those epochs, the worker processes are gone, and the exit (143, the `stopped:` line)
+//! says it is not converged.
 
 mod common;
 
-use common::processes::{path, prepare_grid, sigterm};
+use common::processes::{children_of, path, prepare_grid, sigterm};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -17,6 +18,17 @@ fn trace_epochs(trace: &str) -> Vec<u32> {
 
 #[test]
 fn sigterm_stops_train_at_an_epoch_boundary_with_its_trace_and_the_model_so_far() {
+    stopped_by_sigterm(&[]);
+}
+
+#[test]
+fn sigterm_stops_train_with_workers_the_same_way_and_ends_the_workers() {
+    stopped_by_sigterm(&["--workers", "2"]);
+}
+
+/// Runs `linea train` with `extra` arguments until its third epoch, sends it SIGTERM, and
+/// checks what it left.
+fn stopped_by_sigterm(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "8192");
     let (model, trace) = (path(dir.path(), "model"), path(dir.path(), "trace.csv"));
@@ -27,6 +39,7 @@ fn sigterm_stops_train_at_an_epoch_boundary_with_its_trace_and_the_model_so_far(
         .arg("train")
         .args(run)
         .args(["--epochs", "1000000", "--model", &model, "--trace", &trace])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -36,10 +49,16 @@ fn sigterm_stops_train_at_an_epoch_boundary_with_its_trace_and_the_model_so_far(
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
     let mut log: Vec<String> = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
     assert_eq!(trace_epochs(&trace)[..4], [0, 1, 2, 3], "written as the run goes, before it ends: {log:?}");
+    // The embedded master's worker processes, running the epochs.
+    let workers = children_of(child.id());
+    assert_eq!(workers.len(), if extra.is_empty() { 0 } else { 2 }, "{workers:?}");
     sigterm(&child);
     log.extend(stderr);
     let status = child.wait().unwrap();
     let log = log.join("\n");
+    for pid in workers {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "worker {pid} still there: {log}");
+    }
     assert_eq!(status.code(), Some(143), "{log}");
     let stopped = log.lines().find_map(|l| l.strip_prefix("stopped: on SIGTERM after epoch ")).expect(&log);
     let (epochs, why) = stopped.split_once(':').unwrap();
@@ -47,7 +66,8 @@ fn sigterm_stops_train_at_an_epoch_boundary_with_its_trace_and_the_model_so_far(
     let epochs: u32 = epochs.parse().unwrap();
     assert!((3..1_000_000).contains(&epochs), "{log}");
     assert_eq!(trace_epochs(&trace), (0..=epochs).collect::<Vec<_>>(), "every epoch done, once: {log}");
-    // SCD is deterministic: the model of a run asked for exactly those epochs, byte for byte.
+    // SCD is deterministic, and the same bytes for any worker count: the model of a run in
+    // one process asked for exactly those epochs, byte for byte.
     let again = path(dir.path(), "again");
     let out = Command::new(env!("CARGO_BIN_EXE_linea"))
         .arg("train")

@@ -1,4 +1,4 @@
-//! Writes genuinely new Criteo rows (docs/benchmarks.md, "Past the memory wall"), or checks
+//! Writes genuinely new Criteo rows (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"), or checks
 //! their column statistics against the sample's.
 //!
 //! ```text

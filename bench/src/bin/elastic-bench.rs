@@ -21,13 +21,8 @@
 //! gap). Two clocks (`linea_bench::slot_clock`): the simulated cluster clock for every
 //! setting, the real wall time where the pool has a thread per slot (K <= 2).
 
-use linea_bench::elastic_run::{Budget, Setting, Trace, run};
-use linea_engine::Loss;
+use linea_bench::elastic_run::{Budget, Setting, TARGETS, Trace, load, run};
 use linea_engine::cocoa::Aggregation;
-use linea_worker::gridload;
-use linea_worker::storage::LocalStorage;
-
-const TARGETS: [f64; 3] = [1e-4, 1e-5, 1e-6];
 
 struct Args {
     lambda: f64,
@@ -229,11 +224,10 @@ fn main() {
     });
     let mut speedups: Vec<(String, Ratio)> = Vec::new();
     for (name, dir) in &args.sets {
-        let loaded = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge).unwrap_or_else(|e| {
+        let grid = load(dir, args.no_bias).unwrap_or_else(|e| {
             eprintln!("error: {name}: {e}");
             std::process::exit(1)
         });
-        let grid = if args.no_bias { linea_bench::elastic_run::without_bias(loaded) } else { loaded.grid };
         let rows = grid.rows();
         let l2 = args.lambda * rows as f64 / 2.0;
         println!(

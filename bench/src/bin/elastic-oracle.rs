@@ -11,14 +11,9 @@
 //! `elastic-oracle [--lambda 0.01] NAME=GRID ...` (hinge loss, per-feature aggregation,
 //! linea's bias on: `elastic-bench`'s defaults).
 
-use linea_bench::elastic_run::{Budget, Setting, Trace, run};
-use linea_engine::Loss;
+use linea_bench::elastic_run::{Budget, Setting, TARGETS, Trace, load, run};
 use linea_engine::cocoa::Aggregation;
 use linea_engine::grid::InMemoryGrid;
-use linea_worker::gridload;
-use linea_worker::storage::LocalStorage;
-
-const TARGETS: [f64; 3] = [1e-4, 1e-5, 1e-6];
 
 /// Switch epochs tried: every one early, where the knee is, then sparser.
 const SWITCH_EPOCHS: [u32; 21] = [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 40, 48, 57, 68, 80];
@@ -106,9 +101,7 @@ fn main() {
     }
     assert!(!sets.is_empty(), "usage: elastic-oracle [--lambda L] NAME=GRID ...");
     for (name, dir) in &sets {
-        let grid = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge)
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
-            .grid;
+        let grid = load(dir, false).unwrap_or_else(|e| panic!("{name}: {e}"));
         let l2 = lambda * grid.rows() as f64 / 2.0;
         println!("\n### {name}: {} rows, {} non-zeros, l2 = {l2}\n", grid.rows(), grid.nnz());
         let open = Budget { gap: TARGETS[2], sim_seconds: 600.0, wall_seconds: 1200.0, epochs: 100_000 };

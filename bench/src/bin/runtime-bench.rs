@@ -1,6 +1,6 @@
 //! The distributed runtime's master under load: `runtime-bench [--workers 1,2,...,64]
 //! [--threads 1,8] [--quick] [--only throughput,barrier,aggregation,balance]`, run by
-//! bench/runtime-bench.sh; results in docs/benchmarks.md.
+//! bench/runtime-bench.sh; results in docs/benchmarks/runtime.md.
 //!
 //! The master is the real one (`runtime::master::Server`: its gRPC service, hub and
 //! scheduler on their own tokio runtime), driven from this thread through its

@@ -9,14 +9,11 @@
 //! benchmark that measured a different slot would measure nothing). Hinge loss; the
 //! numbers are the minimum over the repeats (the least disturbed by other load).
 
-use linea_bench::elastic_run::without_bias;
+use linea_bench::elastic_run::load;
 use linea_bench::scale_in::{self, hinge_kernel};
 use linea_bench::slot_clock::thread_cpu_seconds;
-use linea_engine::Loss;
 use linea_engine::algorithm::Kernel;
 use linea_engine::cocoa::{SlotBase, SlotState};
-use linea_worker::gridload;
-use linea_worker::storage::LocalStorage;
 
 struct Args {
     no_bias: bool,
@@ -65,9 +62,7 @@ fn main() {
     );
     println!("| --- | --- | --- | --- | --- | --- |");
     for (name, dir) in &args.sets {
-        let loaded = gridload::load(&LocalStorage::new(dir.as_str()), Loss::Hinge)
-            .unwrap_or_else(|e| fail(format!("{name}: {e}")));
-        let grid = if args.no_bias { without_bias(loaded) } else { loaded.grid };
+        let grid = load(dir, args.no_bias).unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let mut old = hinge_kernel(&grid, args.path[0], partitions).unwrap_or_else(|e| fail(format!("{name}: {e}")));
         let mut states: Vec<SlotState> =
             (0..old.units()).map(|u| old.fresh(u, &grid).unwrap_or_else(|e| fail(format!("{name}: {e}")))).collect();

@@ -21,7 +21,7 @@ pub enum Aggregation {
     /// it is as safe as `K` (and `s_j <= K`); a feature one slot owns is not damped at all.
     /// The master counts `s` exactly at the start and after every scale-in. The default:
     /// never slower to converge per epoch in theory (CoCoA+'s rate with `sigma' sigma_k`
-    /// replaced by a smaller constant), and measured (docs/benchmarks.md).
+    /// replaced by a smaller constant), and measured (docs/benchmarks/elastic-cocoa.md, "Per-feature aggregation").
     #[default]
     PerFeature,
 }

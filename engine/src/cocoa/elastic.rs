@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 /// An epoch counts at most this many times the median epoch time (wall clock).
 pub const OUTLIER_FACTOR: f64 = 1.5;
 
+/// Chicle's short-term window N, in epochs (section 3.2).
+pub const CHICLE_WINDOW: u32 = 2;
+
 /// What the policy measures time in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -69,7 +72,7 @@ impl ElasticConfig {
 
     /// N = 2, d = 1.25, m = 4 (Chicle, section 3.2), down to `min_slots`.
     pub fn chicle(min_slots: u32, clock: Clock) -> Result<Self, EngineError> {
-        Self::new(min_slots, 4, 2, 1.25, clock)
+        Self::new(min_slots, 4, CHICLE_WINDOW, 1.25, clock)
     }
 
     pub fn min_slots(&self) -> u32 {

@@ -5,8 +5,8 @@
 //! per non-zero is held but the CSR itself. Building the CSR from a list of `(row, feature,
 //! value)` entries instead held 16 bytes per non-zero for the list, 4 for each entry's local
 //! feature and 8 for a value even where all are 1: 1.1 GB beside the 0.14 GB CSR on
-//! criteo-1m's one slot, the peak of a whole CoCoA run (docs/benchmarks.md, "CoCoA's
-//! peak on criteo-1m"). The CSR is the same, field by field.
+//! criteo-1m's one slot, the peak of a whole CoCoA run
+//! (docs/benchmarks/cocoa-criteo-1m.md). The CSR is the same, field by field.
 
 use super::layout::Layout;
 use super::rows::SlotRows;

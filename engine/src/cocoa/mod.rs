@@ -201,6 +201,37 @@ impl Cocoa {
             .collect()
     }
 
+    /// Scales in to `to` slots after the epoch just run: the state made whole
+    /// ([`Algorithm::settle`]), `to` slots, the scale-in recorded, the kernel synced and the
+    /// runner reconfigured (each merged slot rebuilt from its old slots' rows). The elastic
+    /// policy calls it from [`Algorithm::next_iter`]; a benchmark forces a schedule with it
+    /// (such a run's steps do not replay: a replayed scale-in must be on the policy's
+    /// schedule). The record holds the rates the policy reads (its window and clock; without a
+    /// policy, Chicle's window on the run's clock, epochs when it has none), NaN until there
+    /// are enough epochs. `to` must be fewer slots that split the partitions evenly.
+    pub fn scale_in<R: Runner<CocoaKernel>>(&mut self, runner: &mut R, to: u32) -> Result<ScaleIn, R::Error> {
+        let from = self.state.slots;
+        if to == 0 || to >= from || !self.config.partitions().is_multiple_of(to) {
+            let why = "must be fewer than the slots and divide the partitions";
+            return Err(EngineError::InvalidParameter { name: "scale-in slots", value: to as f64, why }.into());
+        }
+        let (window, clock) = match (self.config.elastic(), &self.clock) {
+            (Some(e), _) => (e.window(), e.clock()),
+            (None, Some(_)) => (elastic::CHICLE_WINDOW, Clock::Wall),
+            (None, None) => (elastic::CHICLE_WINDOW, Clock::Epochs),
+        };
+        let (short_rate, long_rate) =
+            elastic::rates(&self.observations(), window as usize, clock).unwrap_or((f64::NAN, f64::NAN));
+        let scale_in = ScaleIn { epoch: self.state.epoch, from, to, short_rate, long_rate, clock };
+        // The merged slots are rebuilt from the state: it must be whole.
+        self.settle(runner)?;
+        self.state.slots = to;
+        self.state.scale_ins.push(scale_in);
+        self.sync_kernel();
+        runner.reconfigure(self.kernel.clone(), self.mirror())?;
+        Ok(scale_in)
+    }
+
     /// A run over an in-memory grid.
     pub fn for_grid(config: CocoaConfig, grid: &crate::grid::InMemoryGrid) -> Result<Self, EngineError> {
         Self::new(config, &grid.shapes, grid.targets.iter().map(Vec::len).collect())
@@ -533,20 +564,16 @@ impl Algorithm for Cocoa {
         }
         self.state.epoch = epoch + 1;
         self.state.progress = [progress, self.state.progress[0]];
-        let scale_in = match elastic {
+        let decision = match elastic {
             Some(e) if self.stop_reason().is_none() => {
                 elastic::decide(&e, self.state.slots, epoch + 1, &self.observations())
             }
             _ => None,
         };
-        if let Some(decision) = scale_in {
-            // The merged slots are rebuilt from the state: it must be whole.
-            self.settle(runner)?;
-            self.state.slots = decision.to;
-            self.state.scale_ins.push(decision);
-            self.sync_kernel();
-            runner.reconfigure(self.kernel.clone(), self.mirror())?;
-        }
+        let scale_in = match decision {
+            Some(decision) => Some(self.scale_in(runner, decision.to)?),
+            None => None,
+        };
         let note = scale_in
             .map(|s| format!("scale-in after epoch {}: {}", s.epoch, s.describe(elastic.map_or(0, |e| e.window()))));
         let step = CocoaStep {

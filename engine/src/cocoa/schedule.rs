@@ -57,7 +57,7 @@ pub const MAX_SKIP_FRACTION: f64 = 0.5;
 /// recorded and the schedule replayed over them) the one after epoch 2 never certified and,
 /// dropped, changes no run's stopping epoch: one gap pass fewer a run (rcv1-small: 4 of 5
 /// epochs computed a gap, now 3). Larger minima, a guard of a whole fraction, or none at
-/// all each moved some set's stop later (docs/benchmarks.md, "Recoverable only when it
+/// all each moved some set's stop later (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it
 /// must be").
 pub const MIN_SKIP: u32 = 2;
 

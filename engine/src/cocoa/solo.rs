@@ -6,7 +6,7 @@
 //! term and buys nothing, while its per-entry work (each changed entry of `v` converted to
 //! fixed point on the slot, added on the master, every entry converted back and sent, the
 //! slot's model rebuilt from it and its change read off) was about half of an epoch outside
-//! the solve on criteo-sample (docs/benchmarks.md, "A sparse sum for the change of `v`").
+//! the solve on criteo-sample (docs/benchmarks/cocoa-k1-against-liblinear.md, "A sparse sum for the change of `v`").
 //!
 //! So a lone slot keeps its local model `w` from epoch to epoch and is its authority
 //! ([`CocoaPhase::SoloSolve`](super::CocoaPhase::SoloSolve)): after an epoch it reports only

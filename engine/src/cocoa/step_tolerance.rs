@@ -5,7 +5,7 @@
 //! only to an inner tolerance that starts at 1e-2, and leaves a row whose gradient is already
 //! within it after the row's dot product; it tightens the tolerance tenfold after a pass that
 //! needed few Newton steps. Late in a run most rows are left after their dot product, and the
-//! rest take one or two Newton steps instead of three or four (docs/benchmarks.md). CoCoA
+//! rest take one or two Newton steps instead of three or four (docs/benchmarks/cocoa-k1-against-liblinear.md). CoCoA
 //! does the same with a tolerance that is a function of the checkpointed state, so a
 //! restarted master and a redone slot solve the same steps and a run's bytes stay a function
 //! of the data, the parameters and K: the tolerance follows the previous epoch's progress
@@ -23,7 +23,7 @@
 //! not fit both ends: allowing the whole last progress cost rcv1-small an epoch (its gap
 //! falls twenty-fold per epoch, so the next gain is a twentieth of the last), while a tenth
 //! of it left higgs-sample (a rate of ~0.9) doing 1.7 Newton iterations a row late in the
-//! run where the whole progress needs 1.1 (simulations, docs/benchmarks.md). No step ever lowers the
+//! run where the whole progress needs 1.1 (simulations, docs/benchmarks/cocoa-k1-against-liblinear.md). No step ever lowers the
 //! dual, so the gap certificate and the stopping rule are unchanged; only the path to the
 //! optimum differs from exact steps. The tolerance falls with the progress, so an inexact
 //! sweep cannot stall: one that changed nothing (progress 0) is followed by an exact one.

@@ -319,6 +319,39 @@ fn elastic_runs_scale_in_reach_the_optimum_and_repeat_bit_for_bit() {
     assert_eq!(weights_bits(&one), weights_bits(&disturbed));
 }
 
+/// A scale-in forced through [`Cocoa::scale_in`] after the epochs the policy chose is the
+/// policy's run, bit for bit, record included (the rates too: Chicle's window on the epoch
+/// clock either way); a scale-in that does not merge slots is refused.
+#[test]
+fn forced_scale_ins_at_the_policys_epochs_give_the_policys_run() {
+    let problem = problem(Loss::Logistic, 8);
+    let policy = train(&problem, elastic(Loss::Logistic, 0.05, 8, 1, 5000, 1e-10), 2);
+    let decisions = policy.state().scale_ins.clone();
+    assert!(decisions.len() >= 2, "{decisions:?}");
+    let static_config = config(Loss::Logistic, 0.05, 8, 1, 5000, 1e-10).with_gap_every_epoch();
+    let mut forced = Cocoa::for_grid(static_config, &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(forced.kernel().clone(), &problem.grid, 2);
+    let mut recorded = Vec::new();
+    while forced.stop_reason().is_none() {
+        forced.next_iter(&mut runner, Recovery::Needed).unwrap();
+        if let Some(d) = decisions.iter().find(|d| d.epoch == forced.state().epoch) {
+            recorded.push(forced.scale_in(&mut runner, d.to).unwrap());
+        }
+    }
+    assert_eq!(encode(&recorded), encode(&decisions));
+    assert_eq!(encode(forced.state()), encode(policy.state()));
+    assert_eq!(weights_bits(&forced), weights_bits(&policy));
+    assert_eq!(forced.kernel().units(), policy.state().slots as usize);
+
+    let mut refused = Cocoa::for_grid(config(Loss::Logistic, 0.05, 4, 1, 5, 0.0), &problem.grid).unwrap();
+    let mut runner = LocalRunner::new(refused.kernel().clone(), &problem.grid, 1);
+    refused.next_iter(&mut runner, Recovery::Needed).unwrap();
+    for to in [0, 3, 4, 8] {
+        assert!(refused.scale_in(&mut runner, to).is_err(), "4 -> {to}");
+    }
+    assert_eq!((refused.state().slots, refused.state().scale_ins.len()), (4, 0));
+}
+
 /// A checkpoint's steps replay the scale-ins: a restarted master resumes with the slot count
 /// and kernel the run had, and goes on to the same bytes.
 #[test]

@@ -409,6 +409,13 @@ impl Algorithm for Linear {
         "gradient bound |g|^2/(4 l2)"
     }
 
+    fn batch_solver(&self) -> Option<&'static str> {
+        match (self.config.mode(), self.config.solver()) {
+            (Mode::Ipm(_), _) | (_, BatchSolver::Lbfgs) => None,
+            (Mode::Lbfgs | Mode::Hybrid, solver) => Some(solver.name()),
+        }
+    }
+
     fn kernel(&self) -> &LinearKernel {
         &self.kernel
     }

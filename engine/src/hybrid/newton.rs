@@ -6,7 +6,7 @@
 //!
 //! Why it is here beside L-BFGS: on criteo-1m the one-hot fields couple features that a
 //! diagonal cannot see, and L-BFGS's m pairs forget the coupling faster than they learn it
-//! (docs/benchmarks.md, "criteo-1m, budgeted"); CG rebuilds a Krylov basis of the exact
+//! (docs/benchmarks/algorithms-side-by-side.md, "criteo-1m, budgeted"); CG rebuilds a Krylov basis of the exact
 //! Hessian at every iteration, so its tail is superlinear. Pure: the Hessian-vector product
 //! and the objective are closures, which the algorithm backs with batch passes.
 
@@ -40,7 +40,7 @@ pub struct Solve {
 /// objective's scale (the number of rows, the size of the targets): it is 0.5 while
 /// `decrement > 1/16`, which with squared loss on criteo-1m (`f ~ 7,542`) is down to a
 /// relative error of about 1e-5, and on a9a with the targets times 32 it doubled Newton's
-/// iterations (docs/benchmarks.md, "The forcing term"). `decrement` is the Jacobi estimate of
+/// iterations (docs/benchmarks/algorithms-side-by-side.md, "The forcing term"). `decrement` is the Jacobi estimate of
 /// the Newton decrement `lambda^2 = g' H^-1 g`, and `lambda^2 / 2` estimates `f - f*`
 /// (Boyd and Vandenberghe, "Convex Optimization", section 9.5.1), so `decrement / f` is
 /// about twice the relative suboptimality: dimensionless (the same for any `c`), and the

@@ -124,7 +124,7 @@ fn coarse_statistics(
     }
     if hessian {
         // Each Hessian entry (a, b), b >= a, is the row-order sum of `(l''_i z_ia) z_ib`,
-        // as it always was; what changed is the layout (docs/benchmarks.md). The sums are
+        // as it always was; what changed is the layout (docs/benchmarks/scd-sweep.md). The sums are
         // kept in a square whose rows are padded to whole vectors: row a adds its terms from
         // column a rounded down to a multiple of [`LANES`] to the end, so the loop runs on
         // whole vectors with no scalar remainder. The few entries left of the diagonal and
@@ -172,7 +172,7 @@ pub fn statistics_len(dims: usize) -> usize {
 /// before its step" comes from this pass instead of one more pass over the rows. Logistic
 /// loss runs a copy compiled for FMA with `exp` inlined where [`Exp::detect`] allows: nine
 /// losses per row made this pass a quarter to a third of an epoch on a9a and w8a
-/// (docs/benchmarks.md); the bits are the same.
+/// (docs/benchmarks/scd-sweep.md); the bits are the same.
 pub fn shard_coarse_direction_sums(
     cells: &[&Cell],
     snapshots: &[&[i64]],

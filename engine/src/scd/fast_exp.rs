@@ -5,7 +5,7 @@
 //! with the table-driven algorithm of ARM's optimized-routines (`__exp_fma`: N = 128 table
 //! entries, a degree-5 polynomial, every product-sum an FMA). Called through the PLT, its
 //! errno wrapper and the ifunc, it cost 52 of the 138 instructions per non-zero of a
-//! statistics pass (callgrind, docs/benchmarks.md). [`Exp::neg`] evaluates the same
+//! statistics pass (callgrind, docs/benchmarks/scd-sweep.md). [`Exp::neg`] evaluates the same
 //! operations in the same order — the FMAs where glibc's machine code has them (read from
 //! `__ieee754_exp_fma`'s disassembly), the same table and constants (read from the library's
 //! `__exp_data`) — inline, so the result is the same double, and leaves to the library every

@@ -4,7 +4,7 @@
 //! Every logistic loss is `log1p(exp(-|z|))` (plus `z` when z > 0), and the line searches
 //! take nine per row: after `exp` was inlined ([`super::fast_exp`]), the C library's
 //! `log1p` was a third of a whole `linea train` run on rcv1-small and ~35 instructions per
-//! non-zero on a9a and w8a (docs/benchmarks.md). On x86-64 with FMA and AVX2, glibc 2.36
+//! non-zero on a9a and w8a (docs/benchmarks/scd-sweep.md). On x86-64 with FMA and AVX2, glibc 2.36
 //! answers with `__log1p_fma`: fdlibm's `s_log1p.c` compiled with `-mfma -mavx2`, where
 //! the compiler contracted some product-sums into FMAs. [`log1p_inline`] evaluates the same
 //! operations in the same order — the FMAs exactly where that machine code has them (read

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// One block's parameters, shared rather than copied: the state, its history of epochs,
 /// the runner's mirror and the phase that moved the predictions to them hold the same
-/// vector (a copy per holder cost 8 bytes per feature each: docs/benchmarks.md, "Bytes per
+/// vector (a copy per holder cost 8 bytes per feature each: docs/benchmarks/past-the-memory-wall.md, "Bytes per
 /// feature"). Serialized as the plain vector, so the wire and checkpoint layouts are those
 /// of `Vec<f64>`.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -131,7 +131,7 @@ fn for_each_nonzero(
         // vector derivatives back into scalar lanes to feed each lane's add (a division and
         // a blend per row). The buffer is on the stack: one the size of the cell (64 bytes
         // per four rows, 256 KiB for a 16,384-row shard) was a fresh mapping per cell where
-        // glibc maps buffers of 128 KiB and more (docs/benchmarks.md, "What the
+        // glibc maps buffers of 128 KiB and more (docs/benchmarks/past-the-memory-wall.md, "What the
         // allocator's threshold costs"). The adds happen in the same order either way.
         let done = rows.len() - rows.len() % 4;
         let mut taken = [[[0.0; 4]; 2]; TAKEN_GROUPS];
@@ -194,7 +194,7 @@ pub fn accumulate_statistics(
 ///
 /// Logistic loss takes nine losses (an `exp` and a `log1p` each) per row the direction
 /// moves: the line search of an impure block was most of an epoch on rcv1-small
-/// (docs/benchmarks.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
+/// (docs/benchmarks/scd-sweep.md). Where [`Exp::detect`] allows, the loop runs a copy compiled for
 /// FMA with `exp` inlined ([`exp_inline`], the library's bits), so the sums are the same.
 pub fn cell_direction_sums(cell: &Cell, delta: &[f64], targets: &[f64], predictions: &[i64], loss: Loss) -> Vec<f64> {
     fma::dispatch! {

@@ -78,11 +78,11 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 ));
             }
             let threads = threads.unwrap_or_else(all_cores);
-            // In one process a signal stops the run between epochs, keeping their model;
-            // `--workers N` is ended by it, with its worker processes.
+            // A signal stops the run between epochs, keeping their model (with `--workers N`
+            // too, whose worker processes then end).
             let options = train::TrainOptions {
                 worker_cache_mb: cache_mb,
-                stop_on_signals: workers == 0,
+                stop_on_signals: true,
                 ..args.options(threads, workers, AlgorithmName::Auto)?
             };
             let summary = train::train(&options, &progress)?;
@@ -243,7 +243,7 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     println!(
         "trained {} with {}: objective {} after {} epochs in {:.2}s{per_thread}{gap}",
         options.model,
-        summary.algorithm,
+        summary.ran(),
         objective_text(summary.objective),
         summary.epochs,
         summary.seconds,

@@ -12,6 +12,7 @@ use crate::error::{LineaError, Result};
 use crate::progress::Progress;
 use crate::train::TrainOptions;
 use linea_proto::tls::{JobCertificates, PrivateDir, Role, TLS_DIR_ENV, Transport};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,7 +39,8 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
             workers: if options.elastic.is_some() { options.workers } else { 0 },
             patience: Duration::MAX,
         },
-        // SIGINT of `linea train` ends it and its workers, as any command.
+        // A signal stops the run between epochs instead (`TrainOptions::stop_on_signals`): the
+        // model of the epochs done is written and the workers released.
         stop_on_signals: false,
         // Its workers are its own children, ended with it.
         late_workers: Duration::ZERO,
@@ -64,6 +66,9 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
                 .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
+                // Out of the terminal's process group: Ctrl-C reaches the master alone, which
+                // finishes the epoch on its workers and then releases them.
+                .process_group(0)
                 .spawn();
             match child {
                 Ok(child) => children.lock().expect("children lock").push(child),

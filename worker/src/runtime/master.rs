@@ -50,7 +50,7 @@ pub struct MasterOptions {
     /// it started with rather than finding some still to come; or once its patience ran out.
     pub wait_for_workers: StartGate,
     /// Stop cleanly on SIGTERM or SIGINT ([`Server::stop_on_signals`]): `linea master`. The
-    /// embedded mode leaves the signals alone.
+    /// embedded mode stops between epochs instead ([`TrainOptions::stop_on_signals`]).
     pub stop_on_signals: bool,
     /// How long a finished run goes on releasing workers that join, when some may still be
     /// reconnecting (it resumed from a checkpoint, or lost a worker's session); see
@@ -66,8 +66,9 @@ pub enum AllReduceMode {
     Tree,
     /// The master-centred range aggregation (aggregator items pull every worker's partial
     /// of one range and send the range's total to the master). The default: measured 2-4x
-    /// faster than the tree on loopback at every size and worker count (docs/benchmarks.md);
-    /// whether the tree wins on a real network is not measured yet.
+    /// faster than the tree on loopback at every size and worker count
+    /// (docs/benchmarks/allreduce.md); whether the tree wins on a real network is not
+    /// measured yet.
     #[default]
     Ranges,
 }
@@ -500,6 +501,9 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let scale = layout.manifest.target_scale(train.loss);
         let mut trace_file =
             train.trace.as_deref().map(|t| TraceFile::create(t, algorithm.name(), scale)).transpose()?.flatten();
+        // `linea master` stops through its hub (`stop_on_signals`); `linea train --workers N`
+        // between epochs, keeping their model, as in one process (`TrainOptions`).
+        let interrupt = if train.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
         let outcome = driver::drive(
             &mut algorithm,
             &mut runner,
@@ -507,8 +511,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
             progress,
             &mut trace,
             checkpoints.is_some(),
-            // SIGTERM and SIGINT stop a master through its hub (`stop_on_signals`).
-            &Interrupt::none(),
+            &interrupt,
             |algorithm, iteration, trace| {
                 if let Some(file) = &mut trace_file {
                     file.append(trace)?;
@@ -546,7 +549,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
                 Ok(())
             },
         )
-        .and_then(|seconds| driver::finish(train, layout, &algorithm, trace, seconds));
+        .and_then(|seconds| driver::finish(train, layout, &algorithm, trace, seconds, &interrupt));
         if let (Err(LineaError::Stopped(_)), Some(signal)) = (&outcome, hub.stopped_by()) {
             // Stopped between iterations: what the last one left is in the checkpoint (it
             // was written before the next phase was asked for), so this is all there is to
