@@ -1,5 +1,6 @@
-//! `criteo-gen`'s rows against the Criteo sample they are drawn from: the column statistics
-//! the generator promises (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"), at 200,000 rows.
+//! `criteo-gen`'s rows against the Criteo sample they are drawn from: the column statistics the
+//! generator promises (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"), at 200,000
+//! rows.
 
 use linea_bench::column_stats::{ColumnStats, compare};
 use linea_bench::criteo_gen::{CriteoGenerator, CrossText};

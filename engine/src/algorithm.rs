@@ -371,13 +371,13 @@ pub enum StopReason {
 /// Whether the master's state must be whole after an iteration; the driver decides it for
 /// each iteration ([`Recovery::for_iteration`]).
 ///
-/// Part of an algorithm's state can live on its units (CoCoA's lone slot keeps its dual
-/// variables and its model: [`crate::cocoa::solo`]). Sending that part to the master after
-/// every iteration serves only whoever rebuilds or resumes from the master's state: a
-/// checkpoint, or a runner that replaces a lost unit from the mirror. A run with neither (`linea
-/// train` in one process) can leave it on the units and collect it once
-/// ([`Algorithm::settle`]); on criteo-sample that report was ~30% of an epoch's instructions
-/// outside the local solve (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it must be").
+/// Part of an algorithm's state can live on its units (CoCoA's lone slot keeps its dual variables
+/// and its model: [`crate::cocoa::solo`]). Sending that part to the master after every iteration
+/// serves only whoever rebuilds or resumes from the master's state: a checkpoint, or a runner that
+/// replaces a lost unit from the mirror. A run with neither (`linea train` in one process) can
+/// leave it on the units and collect it once ([`Algorithm::settle`]); on criteo-sample that report
+/// was ~30% of an epoch's instructions outside the local solve
+/// (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it must be").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {
     /// A checkpoint follows the iteration, or the runner can lose a unit: the state, the

@@ -1,11 +1,11 @@
 //! `linea train --algorithm auto`: which algorithm to run, from the problem alone.
 //!
-//! The rule is a pure function of properties of the DATA (rows, features, non-zeros, the
-//! largest |value|) and of the parameters (loss, l2, l1, whether a distributed runtime runs
-//! it), never of the machine (cores, load, memory): the same grid and flags choose the same
-//! algorithm, hence the same model bytes, on every machine. It was fitted to measurements
-//! (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm"; docs/algorithms.md, "When to pick
-//! which") and says in [`Choice::reason`] which of its cases decided.
+//! The rule is a pure function of properties of the DATA (rows, features, non-zeros, the largest
+//! |value|) and of the parameters (loss, l2, l1, whether a distributed runtime runs it), never of
+//! the machine (cores, load, memory): the same grid and flags choose the same algorithm, hence the
+//! same model bytes, on every machine. It was fitted to measurements
+//! (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm"; docs/algorithms.md, "When
+//! to pick which") and says in [`Choice::reason`] which of its cases decided.
 
 use crate::loss::Loss;
 
@@ -149,8 +149,9 @@ mod tests {
 
     #[test]
     fn the_shared_sets_get_the_algorithm_the_measurements_chose_for_them() {
-        // docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm" and "..., again": at l2 = 1 the fastest
-        // candidate, or within 1.5x of it (a9a: Newton 1.14x CoCoA's time; w8a: 1.47x L-BFGS's).
+        // docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm" and "..., again": at
+        // l2 = 1 the fastest candidate, or within 1.5x of it (a9a: Newton 1.14x CoCoA's time; w8a:
+        // 1.47x L-BFGS's).
         for (name, expected) in [
             ("a9a", Algorithm::Newton),
             ("w8a", Algorithm::Newton),

@@ -7,11 +7,11 @@
 //! such copy in the engine is written by [`dispatch!`], which checks the CPU right before the
 //! call; so the check, the `unsafe` block and its safety argument exist once, here.
 //!
-//! Why a macro and not a function taking the loop as a closure: a closure is compiled for
-//! FMA only if it is *written inside* the `target_feature` function; one built outside and
-//! passed in keeps its own codegen, and when it is not inlined every `mul_add` in it becomes
-//! a call to the C library's software `fma` (docs/benchmarks/scd-sweep.md, "inline `log1p`": a9a went
-//! to 12.2 G instructions that way). The macro pastes the caller's body into the function.
+//! Why a macro and not a function taking the loop as a closure: a closure is compiled for FMA only
+//! if it is *written inside* the `target_feature` function; one built outside and passed in keeps
+//! its own codegen, and when it is not inlined every `mul_add` in it becomes a call to the C
+//! library's software `fma` (docs/benchmarks/scd-sweep.md, "inline `log1p`": a9a went to 12.2 G
+//! instructions that way). The macro pastes the caller's body into the function.
 
 /// Whether this CPU has FMA and AVX2 (the standard library caches the answer).
 #[cfg(target_arch = "x86_64")]

@@ -120,8 +120,8 @@ impl InMemoryGrid {
         self.targets.iter().map(Vec::len).sum()
     }
 
-    /// Drops every cell (the blocks stay, empty; the shapes and targets stay): for a run
-    /// whose units hold their own copy of the rows ([`crate::algorithm::Kernel::units_hold_their_data`]).
+    /// Drops every cell (the blocks stay, empty; the shapes and targets stay): for a run whose
+    /// units hold their own copy of the rows ([`crate::algorithm::Kernel::units_hold_their_data`]).
     /// A cell read afterwards is an error, never a wrong value.
     pub fn release_cells(&mut self) {
         self.cells.iter_mut().for_each(|block| *block = Vec::new());

@@ -1,12 +1,12 @@
 //! Buffers a kernel reuses from one unit to the next instead of allocating one per cell.
 //!
-//! A kernel's per-cell working vectors (SCD's statistics of a cell's features, the sparse
-//! sums it returns) are as long as the cell's features: up to a few hundred KiB on
-//! criteo-1m. Allocated and freed per cell, each one of 128 KiB or more is a fresh mapping
-//! wherever glibc maps such buffers (worker/src/main.rs sets that in memory-bounded
-//! processes): a page fault per 4 KiB touched, every cell (docs/benchmarks/past-the-memory-wall.md, "What the
-//! allocator's threshold costs"). A [`Scratch`] keeps the vectors its users hand back, so a
-//! thread takes one that has already grown to the largest cell it met.
+//! A kernel's per-cell working vectors (SCD's statistics of a cell's features, the sparse sums it
+//! returns) are as long as the cell's features: up to a few hundred KiB on criteo-1m. Allocated and
+//! freed per cell, each one of 128 KiB or more is a fresh mapping wherever glibc maps such buffers
+//! (worker/src/main.rs sets that in memory-bounded processes): a page fault per 4 KiB touched,
+//! every cell (docs/benchmarks/past-the-memory-wall.md, "What the allocator's threshold costs"). A
+//! [`Scratch`] keeps the vectors its users hand back, so a thread takes one that has already grown
+//! to the largest cell it met.
 //!
 //! The pool belongs to the kernel, which lives as long as the loop over units (the
 //! in-process runner's, a worker's): nothing global. It never holds more vectors than were

@@ -382,10 +382,10 @@ pub fn finish<A: Algorithm>(
     })
 }
 
-/// Model lines in grid order: blocks as the manifest lists them, features by dictionary,
-/// each block's dictionary read from the grid only for its lines (training never holds
-/// them: docs/benchmarks/past-the-memory-wall.md, "Bytes per feature"). `unscale` maps a training weight to
-/// the model's.
+/// Model lines in grid order: blocks as the manifest lists them, features by dictionary, each
+/// block's dictionary read from the grid only for its lines (training never holds them:
+/// docs/benchmarks/past-the-memory-wall.md, "Bytes per feature"). `unscale` maps a training weight
+/// to the model's.
 fn render_model(
     header: &ModelHeader,
     layout: &Layout,

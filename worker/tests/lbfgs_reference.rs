@@ -151,11 +151,11 @@ fn a9a_hybrid_warm_start_is_no_worse_than_zero_at_the_defaults() {
     }
 }
 
-/// Truncated Newton alone on a9a with squared loss (l2 = 1), the targets as given and
-/// multiplied by 32 (the objective by 1,024): both reach 1e-6 of the closed-form ridge
-/// optimum within 10 Newton iterations. newton.cpp's absolute forcing term took 15 and 23
-/// (it stays at 0.5 longer the larger the objective, truncating every CG early); the
-/// scale-free term (`newton::forcing`) took 7 and 7 (docs/benchmarks/algorithms-side-by-side.md, "The forcing term").
+/// Truncated Newton alone on a9a with squared loss (l2 = 1), the targets as given and multiplied by
+/// 32 (the objective by 1,024): both reach 1e-6 of the closed-form ridge optimum within 10 Newton
+/// iterations. newton.cpp's absolute forcing term took 15 and 23 (it stays at 0.5 longer the larger
+/// the objective, truncating every CG early); the scale-free term (`newton::forcing`) took 7 and 7
+/// (docs/benchmarks/algorithms-side-by-side.md, "The forcing term").
 #[test]
 fn a9a_squared_newton_reaches_ridge_in_few_iterations_at_any_scale() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
-//! One allreduce of a vector of exact sums, timed against its length and the worker count:
-//! the tree allreduce (runtime::allreduce) against the master-centred range aggregation.
-//! `allreduce-bench [--lengths 1000,...] [--workers 2,4,...] [--repeats 3]
-//! [--max-cells 64000000]`, run by bench/allreduce-bench.sh; results in docs/benchmarks/allreduce.md.
+//! One allreduce of a vector of exact sums, timed against its length and the worker count: the tree
+//! allreduce (runtime::allreduce) against the master-centred range aggregation. `allreduce-bench
+//! [--lengths 1000,...] [--workers 2,4,...] [--repeats 3] [--max-cells 64000000]`, run by
+//! bench/allreduce-bench.sh; results in docs/benchmarks/allreduce.md.
 //!
 //! Simulated: the workers are W tasks in this one process (on a tokio runtime of two
 //! threads, the machine's cores), each with its own Peer gRPC server on a loopback port,

@@ -1,5 +1,5 @@
-//! Writes genuinely new Criteo rows (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"), or checks
-//! their column statistics against the sample's.
+//! Writes genuinely new Criteo rows (docs/benchmarks/past-the-memory-wall.md, "Past the memory
+//! wall"), or checks their column statistics against the sample's.
 //!
 //! ```text
 //! criteo-gen --sample TRAIN.tsv --rows N [--first I] [--seed S] [--crosses K] > OUT.tsv

@@ -1,6 +1,7 @@
-//! Runs a command and reports the peak memory of its whole process tree (the master and
-//! its workers together), optionally killing the tree when it goes above a cap
-//! (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"; `linea_bench::memcap` says why).
+//! Runs a command and reports the peak memory of its whole process tree (the master and its workers
+//! together), optionally killing the tree when it goes above a cap
+//! (docs/benchmarks/past-the-memory-wall.md, "Past the memory wall"; `linea_bench::memcap` says
+//! why).
 //!
 //! ```text
 //! memcap [--cap-mb C] [--every-ms MS] [--name NAME] -- COMMAND [ARGS...]

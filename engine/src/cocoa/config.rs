@@ -17,11 +17,11 @@ pub enum Aggregation {
     /// `min(K, cap)` with [`CocoaConfig::with_sigma_cap`].
     Scalar,
     /// `sigma'_j = s_j`, the number of slots whose rows hold a non-zero of feature j: by
-    /// Cauchy-Schwarz per feature, `|sum_k X_k' a_k|^2 <= sum_j s_j sum_k (X_k' a_k)_j^2`, so
-    /// it is as safe as `K` (and `s_j <= K`); a feature one slot owns is not damped at all.
-    /// The master counts `s` exactly at the start and after every scale-in. The default:
-    /// never slower to converge per epoch in theory (CoCoA+'s rate with `sigma' sigma_k`
-    /// replaced by a smaller constant), and measured (docs/benchmarks/elastic-cocoa.md, "Per-feature aggregation").
+    /// Cauchy-Schwarz per feature, `|sum_k X_k' a_k|^2 <= sum_j s_j sum_k (X_k' a_k)_j^2`, so it is
+    /// as safe as `K` (and `s_j <= K`); a feature one slot owns is not damped at all. The master
+    /// counts `s` exactly at the start and after every scale-in. The default: never slower to
+    /// converge per epoch in theory (CoCoA+'s rate with `sigma' sigma_k` replaced by a smaller
+    /// constant), and measured (docs/benchmarks/elastic-cocoa.md, "Per-feature aggregation").
     #[default]
     PerFeature,
 }

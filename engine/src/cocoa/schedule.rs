@@ -51,14 +51,13 @@ pub enum GapSchedule {
 /// tolerance by at most half (or by one epoch, early in the run).
 pub const MAX_SKIP_FRACTION: f64 = 0.5;
 
-/// The guard lets at least this many epochs follow a computed gap before it forces the next
-/// (the prediction may ask sooner). With 1 the guard alone computed gaps after epochs 1, 2
-/// and 3 of every run; on the six shared sets (K = 1, gap 1e-6, gaps after every epoch
-/// recorded and the schedule replayed over them) the one after epoch 2 never certified and,
-/// dropped, changes no run's stopping epoch: one gap pass fewer a run (rcv1-small: 4 of 5
-/// epochs computed a gap, now 3). Larger minima, a guard of a whole fraction, or none at
-/// all each moved some set's stop later (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it
-/// must be").
+/// The guard lets at least this many epochs follow a computed gap before it forces the next (the
+/// prediction may ask sooner). With 1 the guard alone computed gaps after epochs 1, 2 and 3 of
+/// every run; on the six shared sets (K = 1, gap 1e-6, gaps after every epoch recorded and the
+/// schedule replayed over them) the one after epoch 2 never certified and, dropped, changes no
+/// run's stopping epoch: one gap pass fewer a run (rcv1-small: 4 of 5 epochs computed a gap, now
+/// 3). Larger minima, a guard of a whole fraction, or none at all each moved some set's stop later
+/// (docs/benchmarks/cocoa-k1-against-liblinear.md, "Recoverable only when it must be").
 pub const MIN_SKIP: u32 = 2;
 
 /// Whether to compute the gap after epoch `epoch` (1-based, just completed), whose sweep

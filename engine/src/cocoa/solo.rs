@@ -1,12 +1,12 @@
 //! One slot without the exchange of the shared vector (K = 1, not accelerated).
 //!
-//! With K slots every epoch ends with the exact fixed-point sum of the slots' changes of
-//! `v = X'alpha`, converted back to `f64` for the next epoch: that sum is what makes a run's
-//! bytes independent of which process served which slot. With one slot it is a sum of one
-//! term and buys nothing, while its per-entry work (each changed entry of `v` converted to
-//! fixed point on the slot, added on the master, every entry converted back and sent, the
-//! slot's model rebuilt from it and its change read off) was about half of an epoch outside
-//! the solve on criteo-sample (docs/benchmarks/cocoa-k1-against-liblinear.md, "A sparse sum for the change of `v`").
+//! With K slots every epoch ends with the exact fixed-point sum of the slots' changes of `v =
+//! X'alpha`, converted back to `f64` for the next epoch: that sum is what makes a run's bytes
+//! independent of which process served which slot. With one slot it is a sum of one term and buys
+//! nothing, while its per-entry work (each changed entry of `v` converted to fixed point on the
+//! slot, added on the master, every entry converted back and sent, the slot's model rebuilt from it
+//! and its change read off) was about half of an epoch outside the solve on criteo-sample
+//! (docs/benchmarks/cocoa-k1-against-liblinear.md, "A sparse sum for the change of `v`").
 //!
 //! So a lone slot keeps its local model `w` from epoch to epoch and is its authority
 //! ([`CocoaPhase::SoloSolve`](super::CocoaPhase::SoloSolve)): after an epoch it reports only

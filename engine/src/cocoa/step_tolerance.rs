@@ -1,32 +1,32 @@
 //! How exactly the slots solve their logistic steps in an epoch: the inner tolerance the
 //! master sends with each [`super::CocoaPhase::LocalSolve`].
 //!
-//! LIBLINEAR's dual solver (`solve_l2r_lr_dual`) solves each coordinate's Newton problem
-//! only to an inner tolerance that starts at 1e-2, and leaves a row whose gradient is already
-//! within it after the row's dot product; it tightens the tolerance tenfold after a pass that
-//! needed few Newton steps. Late in a run most rows are left after their dot product, and the
-//! rest take one or two Newton steps instead of three or four (docs/benchmarks/cocoa-k1-against-liblinear.md). CoCoA
-//! does the same with a tolerance that is a function of the checkpointed state, so a
-//! restarted master and a redone slot solve the same steps and a run's bytes stay a function
-//! of the data, the parameters and K: the tolerance follows the previous epoch's progress
-//! statistic ([`super::solver::LocalSolve::progress`], a lower bound on what that epoch
-//! raised the dual), which every epoch has whether or not its gap was computed — so the gap
-//! schedule still changes only when a run stops, never what an epoch computes.
+//! LIBLINEAR's dual solver (`solve_l2r_lr_dual`) solves each coordinate's Newton problem only to an
+//! inner tolerance that starts at 1e-2, and leaves a row whose gradient is already within it after
+//! the row's dot product; it tightens the tolerance tenfold after a pass that needed few Newton
+//! steps. Late in a run most rows are left after their dot product, and the rest take one or two
+//! Newton steps instead of three or four (docs/benchmarks/cocoa-k1-against-liblinear.md). CoCoA
+//! does the same with a tolerance that is a function of the checkpointed state, so a restarted
+//! master and a redone slot solve the same steps and a run's bytes stay a function of the data, the
+//! parameters and K: the tolerance follows the previous epoch's progress statistic
+//! ([`super::solver::LocalSolve::progress`], a lower bound on what that epoch raised the dual),
+//! which every epoch has whether or not its gap was computed — so the gap schedule still changes
+//! only when a run stops, never what an epoch computes.
 //!
 //! What it costs: a row left within tolerance `tau` gives up at most `tau^2 / 8` of its 1-D
 //! objective, a Newton step stopped within it at most `tau^2 / 4`
-//! ([`crate::Loss::sdca_step_with`]), so an epoch over `n` rows gives up at most `n tau^2 / 4`
-//! of what exact steps would have gained. Under SDCA's linear convergence an epoch gains
-//! about `rate` times what the last one did, `rate` = the last progress over the one before;
-//! the tolerance keeps the loss within half of that: `n tau^2 / 4 <= progress * rate / 2`,
-//! `tau <= 1e-2` (with no rate yet, after the first epoch, `rate` = 0.1). A fixed fraction does
-//! not fit both ends: allowing the whole last progress cost rcv1-small an epoch (its gap
-//! falls twenty-fold per epoch, so the next gain is a twentieth of the last), while a tenth
-//! of it left higgs-sample (a rate of ~0.9) doing 1.7 Newton iterations a row late in the
-//! run where the whole progress needs 1.1 (simulations, docs/benchmarks/cocoa-k1-against-liblinear.md). No step ever lowers the
-//! dual, so the gap certificate and the stopping rule are unchanged; only the path to the
-//! optimum differs from exact steps. The tolerance falls with the progress, so an inexact
-//! sweep cannot stall: one that changed nothing (progress 0) is followed by an exact one.
+//! ([`crate::Loss::sdca_step_with`]), so an epoch over `n` rows gives up at most `n tau^2 / 4` of
+//! what exact steps would have gained. Under SDCA's linear convergence an epoch gains about `rate`
+//! times what the last one did, `rate` = the last progress over the one before; the tolerance keeps
+//! the loss within half of that: `n tau^2 / 4 <= progress * rate / 2`, `tau <= 1e-2` (with no rate
+//! yet, after the first epoch, `rate` = 0.1). A fixed fraction does not fit both ends: allowing the
+//! whole last progress cost rcv1-small an epoch (its gap falls twenty-fold per epoch, so the next
+//! gain is a twentieth of the last), while a tenth of it left higgs-sample (a rate of ~0.9) doing
+//! 1.7 Newton iterations a row late in the run where the whole progress needs 1.1 (simulations,
+//! docs/benchmarks/cocoa-k1-against-liblinear.md). No step ever lowers the dual, so the gap
+//! certificate and the stopping rule are unchanged; only the path to the optimum differs from exact
+//! steps. The tolerance falls with the progress, so an inexact sweep cannot stall: one that changed
+//! nothing (progress 0) is followed by an exact one.
 //!
 //! Only logistic runs without Catalyst: hinge and squared steps are closed forms, and
 //! Catalyst's outer loop assumes its subproblems solved exactly.

@@ -62,9 +62,9 @@ pub enum Precondition {
 }
 
 impl Precondition {
-    /// The default: the diagonal, recomputed every 15 iterations (L-BFGS's default memory)
-    /// — docs/benchmarks/algorithms-side-by-side.md, "The Jacobi preconditioner", measures it against none, once,
-    /// and every iteration.
+    /// The default: the diagonal, recomputed every 15 iterations (L-BFGS's default memory) —
+    /// docs/benchmarks/algorithms-side-by-side.md, "The Jacobi preconditioner", measures it against
+    /// none, once, and every iteration.
     pub const DEFAULT: Precondition = Precondition::Diagonal { refresh: 15 };
 
     /// Whether the diagonal is recomputed in the iteration after `iterations` L-BFGS

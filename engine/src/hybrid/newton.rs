@@ -4,11 +4,11 @@
 //! `newton.cpp`). Each iteration solves `H s = -g` approximately by CG, one Hessian-vector
 //! product per step, then backtracks along `s` until the objective falls enough.
 //!
-//! Why it is here beside L-BFGS: on criteo-1m the one-hot fields couple features that a
-//! diagonal cannot see, and L-BFGS's m pairs forget the coupling faster than they learn it
-//! (docs/benchmarks/algorithms-side-by-side.md, "criteo-1m, budgeted"); CG rebuilds a Krylov basis of the exact
-//! Hessian at every iteration, so its tail is superlinear. Pure: the Hessian-vector product
-//! and the objective are closures, which the algorithm backs with batch passes.
+//! Why it is here beside L-BFGS: on criteo-1m the one-hot fields couple features that a diagonal
+//! cannot see, and L-BFGS's m pairs forget the coupling faster than they learn it
+//! (docs/benchmarks/algorithms-side-by-side.md, "criteo-1m, budgeted"); CG rebuilds a Krylov basis
+//! of the exact Hessian at every iteration, so its tail is superlinear. Pure: the Hessian-vector
+//! product and the objective are closures, which the algorithm backs with batch passes.
 
 use super::lbfgs::dot;
 
@@ -34,20 +34,19 @@ pub struct Solve {
 /// squared gradient norm in the preconditioner's inverse metric): `min(eps_cg,
 /// (decrement / f)^(1/4))`.
 ///
-/// Why relative to `f`: `newton.cpp`'s term `min(eps_cg, sqrt(|g|_M^-1))` is
-/// `decrement^(1/4)`, a quantity in the loss's units. Multiplying the objective by `c`
-/// multiplies `g`, `H` and `M` by `c` and `decrement` by `c`, so the term depends on the
-/// objective's scale (the number of rows, the size of the targets): it is 0.5 while
-/// `decrement > 1/16`, which with squared loss on criteo-1m (`f ~ 7,542`) is down to a
-/// relative error of about 1e-5, and on a9a with the targets times 32 it doubled Newton's
-/// iterations (docs/benchmarks/algorithms-side-by-side.md, "The forcing term"). `decrement` is the Jacobi estimate of
-/// the Newton decrement `lambda^2 = g' H^-1 g`, and `lambda^2 / 2` estimates `f - f*`
-/// (Boyd and Vandenberghe, "Convex Optimization", section 9.5.1), so `decrement / f` is
-/// about twice the relative suboptimality: dimensionless (the same for any `c`), and the
-/// same measure as the runs' relative-error targets. The power stays `newton.cpp`'s: the term
-/// is `O(|g|^(1/2))` as `f -> f* > 0`, which keeps Newton's local order at 1.5 (Dembo,
-/// Eisenstat and Steihaug 1982, "Inexact Newton methods": a forcing term `O(|g|^p)` gives
-/// order `1 + p`). A non-positive or non-finite ratio (`f = 0`: `g = 0` there, as the
+/// Why relative to `f`: `newton.cpp`'s term `min(eps_cg, sqrt(|g|_M^-1))` is `decrement^(1/4)`, a
+/// quantity in the loss's units. Multiplying the objective by `c` multiplies `g`, `H` and `M` by
+/// `c` and `decrement` by `c`, so the term depends on the objective's scale (the number of rows,
+/// the size of the targets): it is 0.5 while `decrement > 1/16`, which with squared loss on
+/// criteo-1m (`f ~ 7,542`) is down to a relative error of about 1e-5, and on a9a with the targets
+/// times 32 it doubled Newton's iterations (docs/benchmarks/algorithms-side-by-side.md, "The
+/// forcing term"). `decrement` is the Jacobi estimate of the Newton decrement `lambda^2 = g' H^-1
+/// g`, and `lambda^2 / 2` estimates `f - f*` (Boyd and Vandenberghe, "Convex Optimization", section
+/// 9.5.1), so `decrement / f` is about twice the relative suboptimality: dimensionless (the same
+/// for any `c`), and the same measure as the runs' relative-error targets. The power stays
+/// `newton.cpp`'s: the term is `O(|g|^(1/2))` as `f -> f* > 0`, which keeps Newton's local order at
+/// 1.5 (Dembo, Eisenstat and Steihaug 1982, "Inexact Newton methods": a forcing term `O(|g|^p)`
+/// gives order `1 + p`). A non-positive or non-finite ratio (`f = 0`: `g = 0` there, as the
 /// objective is non-negative) gives `eps_cg`.
 pub fn forcing(decrement: f64, f: f64) -> f64 {
     let ratio = decrement / f;

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// One block's parameters, shared rather than copied: the state, its history of epochs,
-/// the runner's mirror and the phase that moved the predictions to them hold the same
-/// vector (a copy per holder cost 8 bytes per feature each: docs/benchmarks/past-the-memory-wall.md, "Bytes per
-/// feature"). Serialized as the plain vector, so the wire and checkpoint layouts are those
-/// of `Vec<f64>`.
+/// One block's parameters, shared rather than copied: the state, its history of epochs, the
+/// runner's mirror and the phase that moved the predictions to them hold the same vector (a copy
+/// per holder cost 8 bytes per feature each: docs/benchmarks/past-the-memory-wall.md, "Bytes per
+/// feature"). Serialized as the plain vector, so the wire and checkpoint layouts are those of
+/// `Vec<f64>`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BlockWeights(Arc<Vec<f64>>);
 

@@ -126,13 +126,13 @@ fn for_each_nonzero(
     // Without an early exit, so that the check is a vector loop.
     let distinct = rows.iter().zip(&rows[rows.len().min(1)..]).fold(true, |all, (a, b)| all & (a < b));
     if distinct {
-        // Two passes over each run of TAKEN_GROUPS groups of four rows: the groups'
-        // derivatives into a buffer, then the scatter-add. Fused, the compiler turned the
-        // vector derivatives back into scalar lanes to feed each lane's add (a division and
-        // a blend per row). The buffer is on the stack: one the size of the cell (64 bytes
-        // per four rows, 256 KiB for a 16,384-row shard) was a fresh mapping per cell where
-        // glibc maps buffers of 128 KiB and more (docs/benchmarks/past-the-memory-wall.md, "What the
-        // allocator's threshold costs"). The adds happen in the same order either way.
+        // Two passes over each run of TAKEN_GROUPS groups of four rows: the groups' derivatives
+        // into a buffer, then the scatter-add. Fused, the compiler turned the vector derivatives
+        // back into scalar lanes to feed each lane's add (a division and a blend per row). The
+        // buffer is on the stack: one the size of the cell (64 bytes per four rows, 256 KiB for a
+        // 16,384-row shard) was a fresh mapping per cell where glibc maps buffers of 128 KiB and
+        // more (docs/benchmarks/past-the-memory-wall.md, "What the allocator's threshold costs").
+        // The adds happen in the same order either way.
         let done = rows.len() - rows.len() % 4;
         let mut taken = [[[0.0; 4]; 2]; TAKEN_GROUPS];
         let runs = rows[..done].chunks(4 * TAKEN_GROUPS).zip(local[..done].chunks(4 * TAKEN_GROUPS));
