@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds linea and runs the main job on one machine with a local folder as storage:
 # a9a (UCI Adult) from ../shared/data, prepared into a grid, trained (logistic loss, l2 = 1)
-# with the algorithm `linea train` chooses from the data (--algorithm auto: truncated Newton on a9a;
-# it prints which and why), evaluated on the held-out test file, with a convergence plot.
+# with the algorithm `linea train` chooses from the data (--algorithm auto: CoCoA with one slot,
+# SDCA, on a9a; it prints which and why), evaluated on the held-out test file, with a
+# convergence plot.
 . "$(dirname "$0")/env.sh"
 
 data="${LINEA_DATA:-$LINEA_ROOT/../shared/data}"

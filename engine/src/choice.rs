@@ -62,11 +62,22 @@ pub const DENSE_FILL: f64 = 0.5;
 
 /// From this many non-zeros per feature (per unit of `l2`) on, every weight is determined by
 /// many rows and the Hessian's diagonal says most of its conditioning: truncated Newton with
-/// the Jacobi-preconditioned CG needs few passes (a9a, w8a, adult). It took this case from
-/// L-BFGS once its CG forcing term no longer depended on the objective's scale: 1.2-1.5x
-/// behind L-BFGS on w8a, 1.3-5.4x ahead on a9a and adult, and on a9a, w8a and adult at
-/// `l2 = 0.1` (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm, again").
+/// the Jacobi-preconditioned CG needs few passes. It runs this case where CoCoA cannot (values
+/// beyond [`SCALED_MAX_ABS`], as adult's; a distributed run), and everywhere from
+/// [`COCOA_NNZ_PER_FEATURE`] on. Against L-BFGS, which had the case before: 1.3-5.4x ahead on
+/// a9a and adult, and on a9a, w8a and adult at `l2 = 0.1`; 1.2-1.5x behind on w8a
+/// (docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm, again").
 pub const NEWTON_NNZ_PER_FEATURE: f64 = 1000.0;
+
+/// Below this many non-zeros per feature (per unit of `l2`), scaled data in one process runs
+/// CoCoA with one slot even where [`NEWTON_NNZ_PER_FEATURE`] is passed: on a9a (3,936) and
+/// w8a (2,091) at `l2 = 1` CoCoA was the faster in each quiet run (a9a 0.084 against Newton's
+/// 0.096 s, and 0.075 against 0.135; w8a 0.175 against 0.181, and 0.150 against 0.249, one
+/// thread), while at 20,910 (w8a, `l2 = 0.1`) and 39,360 (a9a, 0.1) Newton was 10x and 7.7x
+/// faster (a loaded run: ratios that large hold): the dual's steps shrink as the regularizer
+/// weakens against the rows
+/// (docs/benchmarks/choosing-the-algorithm.md, "CoCoA keeps a9a and w8a").
+pub const COCOA_NNZ_PER_FEATURE: f64 = 10_000.0;
 
 /// Values at most this large count as scaled (binary, one-hot or normalized rows). CoCoA's
 /// dual steps slow down with the rows' squared norms against `l2`: on adult's raw columns
@@ -103,27 +114,33 @@ pub fn choose(problem: &Problem) -> Choice {
     if fill >= DENSE_FILL {
         return pick(Algorithm::Scd, format!("dense rows ({:.0}% of the features): scd", 100.0 * fill));
     }
+    let per_feature = format!("{density:.0} non-zeros per feature and unit of l2");
+    if density >= COCOA_NNZ_PER_FEATURE {
+        return pick(
+            Algorithm::Newton,
+            format!("{per_feature} (>= {COCOA_NNZ_PER_FEATURE}): lbfgs --batch-solver newton"),
+        );
+    }
+    let scaled = problem.max_abs <= SCALED_MAX_ABS;
+    if scaled && !problem.distributed {
+        return pick(
+            Algorithm::Cocoa,
+            format!("{per_feature} (< {COCOA_NNZ_PER_FEATURE}), values within {SCALED_MAX_ABS}: cocoa with one slot"),
+        );
+    }
+    // Why CoCoA cannot run it.
+    let not_cocoa = if scaled {
+        "distributed (cocoa's model would depend on the slots)".to_string()
+    } else {
+        format!("values up to {:e} (> {SCALED_MAX_ABS})", problem.max_abs)
+    };
     if density >= NEWTON_NNZ_PER_FEATURE {
         return pick(
             Algorithm::Newton,
-            format!(
-                "{density:.0} non-zeros per feature and unit of l2 (>= {NEWTON_NNZ_PER_FEATURE}): lbfgs --batch-solver newton"
-            ),
+            format!("{per_feature} (>= {NEWTON_NNZ_PER_FEATURE}), {not_cocoa}: lbfgs --batch-solver newton"),
         );
     }
-    let few = format!("{density:.0} non-zeros per feature and unit of l2 (< {NEWTON_NNZ_PER_FEATURE})");
-    if problem.max_abs > SCALED_MAX_ABS {
-        return pick(Algorithm::Scd, format!("{few}, values up to {:e} (> {SCALED_MAX_ABS}): scd", problem.max_abs));
-    }
-    if problem.distributed {
-        return pick(
-            Algorithm::Scd,
-            format!(
-                "{few}, values within {SCALED_MAX_ABS}, distributed: scd (cocoa's model would depend on the slots)"
-            ),
-        );
-    }
-    pick(Algorithm::Cocoa, format!("{few}, values within {SCALED_MAX_ABS}: cocoa with one slot"))
+    pick(Algorithm::Scd, format!("{per_feature} (< {NEWTON_NNZ_PER_FEATURE}), {not_cocoa}: scd"))
 }
 
 #[cfg(test)]
@@ -149,12 +166,12 @@ mod tests {
 
     #[test]
     fn the_shared_sets_get_the_algorithm_the_measurements_chose_for_them() {
-        // docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm" and "..., again": at
-        // l2 = 1 the fastest candidate, or within 1.5x of it (a9a: Newton 1.14x CoCoA's time; w8a:
-        // 1.47x L-BFGS's).
+        // docs/benchmarks/choosing-the-algorithm.md, "Choosing the algorithm", "..., again" and
+        // "CoCoA keeps a9a and w8a": at l2 = 1 the fastest candidate, or within 1.5x of it
+        // (w8a: CoCoA 1.4x L-BFGS's time, quiet).
         for (name, expected) in [
-            ("a9a", Algorithm::Newton),
-            ("w8a", Algorithm::Newton),
+            ("a9a", Algorithm::Cocoa),
+            ("w8a", Algorithm::Cocoa),
             ("adult", Algorithm::Newton),
             ("rcv1-small", Algorithm::Cocoa),
             ("criteo-sample", Algorithm::Cocoa),
@@ -167,6 +184,23 @@ mod tests {
             let epochs = if expected == Algorithm::Scd { SCD_EPOCHS } else { OTHER_EPOCHS };
             assert_eq!(choice.max_epochs, epochs, "{name}");
         }
+    }
+
+    #[test]
+    fn many_rows_per_weight_run_newton_where_cocoa_is_slower_or_cannot_run() {
+        // a9a and w8a at l2 = 0.1 (39,360 and 20,910 non-zeros per feature and unit of l2).
+        for name in ["a9a", "w8a"] {
+            let choice = choose(&Problem { l2: 0.1, ..set(name) });
+            assert_eq!(choice.algorithm, Algorithm::Newton, "{name}: {}", choice.reason);
+            // At l2 = 1 in one process CoCoA; with workers Newton, whose model is the same for
+            // any worker count, not SCD.
+            let choice = choose(&Problem { distributed: true, ..set(name) });
+            assert_eq!(choice.algorithm, Algorithm::Newton, "{name}: {}", choice.reason);
+            assert!(choice.reason.contains("distributed"), "{}", choice.reason);
+        }
+        // Raw values keep adult from CoCoA at any l2 where a weight has many rows.
+        let choice = choose(&set("adult"));
+        assert!(choice.reason.contains("values up to"), "{}", choice.reason);
     }
 
     #[test]

@@ -41,6 +41,15 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result
     Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
 }
 
+/// What ran, as the flags that name it: `lbfgs`, `lbfgs --batch-solver newton` (the summary
+/// line and the trace's last column).
+pub fn ran(algorithm: &str, batch_solver: Option<&str>) -> String {
+    match batch_solver {
+        Some(solver) => format!("{algorithm} --batch-solver {solver}"),
+        None => algorithm.to_string(),
+    }
+}
+
 pub struct TrainSummary {
     /// The algorithm that ran (`--algorithm auto`: the one it chose).
     pub algorithm: &'static str,
@@ -61,12 +70,9 @@ pub struct TrainSummary {
 }
 
 impl TrainSummary {
-    /// What ran, as the flags that name it: `lbfgs`, `lbfgs --batch-solver newton`.
+    /// What ran, as the flags that name it ([`ran`]).
     pub fn ran(&self) -> String {
-        match self.batch_solver {
-            Some(solver) => format!("{} --batch-solver {solver}", self.algorithm),
-            None => self.algorithm.to_string(),
-        }
+        ran(self.algorithm, self.batch_solver)
     }
 
     /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
@@ -355,7 +361,7 @@ pub fn finish<A: Algorithm>(
     if let Some(path) = &options.trace {
         // The whole trace again (a local one was written as the run went): an s3:// one
         // appears only now.
-        storage::write_file(path, trace::csv(&trace, algorithm.name()).as_bytes())?;
+        storage::write_file(path, trace::csv(&trace, &ran(algorithm.name(), algorithm.batch_solver())).as_bytes())?;
     }
     if let Some(path) = &options.plot {
         let title = format!(

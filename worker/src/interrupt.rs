@@ -4,7 +4,8 @@
 //! it is not converged; `--workers N`'s embedded master then releases its worker processes,
 //! which end. A second one ends the process at once (the exit code a shell gives a process
 //! the signal ended), for a run whose epoch is too long to wait for; the worker processes,
-//! in their own process group, then end when they find their master gone.
+//! in their own process group, then end as their standard input closes
+//! (`linea worker --exit-with-stdin`).
 //!
 //! `linea train` has no checkpoint to resume from (`linea master --checkpoint` does), so the
 //! model of the epochs done is all it can keep. `linea master` stops on signals through its

@@ -11,7 +11,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 /// The CSV's first line. workers: the count an elastic run wanted after the epoch;
-/// algorithm: the one that ran (as `--algorithm auto` chose it).
+/// algorithm: the one that ran (as `--algorithm auto` chose it), as the flags that name it
+/// ([`crate::driver::ran`]: `lbfgs --batch-solver newton`).
 pub const HEADER: &str = "epoch,seconds,objective,gap,relative_gap,workers,algorithm\n";
 
 /// A point in the labels' own units: training runs on targets in the grid's scale (squared
@@ -42,14 +43,14 @@ pub struct TraceFile {
     file: std::fs::File,
     /// Points of the run's trace already in the file.
     written: usize,
-    algorithm: &'static str,
+    algorithm: String,
     scale: TargetScale,
 }
 
 impl TraceFile {
     /// Starts `location` with the header, if it is a local file; `None` for an `s3://`
     /// object (written at the end only).
-    pub fn create(location: &str, algorithm: &'static str, scale: TargetScale) -> Result<Option<TraceFile>> {
+    pub fn create(location: &str, algorithm: String, scale: TargetScale) -> Result<Option<TraceFile>> {
         if location.starts_with("s3://") {
             return Ok(None);
         }
@@ -69,7 +70,7 @@ impl TraceFile {
         if new.is_empty() {
             return Ok(());
         }
-        let lines: String = new.iter().map(|p| line(&unscaled(p.clone(), self.scale), self.algorithm)).collect();
+        let lines: String = new.iter().map(|p| line(&unscaled(p.clone(), self.scale), &self.algorithm)).collect();
         self.file.write_all(lines.as_bytes()).and_then(|()| self.file.flush()).map_err(LineaError::io(&self.path))?;
         self.written = trace.len();
         Ok(())
@@ -91,7 +92,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let location = dir.path().join("sub/trace.csv").to_string_lossy().into_owned();
         let scale = TargetScale::default();
-        let mut file = TraceFile::create(&location, "cocoa", scale).unwrap().unwrap();
+        let mut file = TraceFile::create(&location, "cocoa".into(), scale).unwrap().unwrap();
         let trace = vec![point(0, 2.0), point(1, f64::NAN), point(2, 1.5)];
         file.append(&trace[..1]).unwrap();
         assert_eq!(std::fs::read_to_string(&location).unwrap(), format!("{HEADER}0,0.333333,2,0.5,0.25,2,cocoa\n"));
@@ -100,7 +101,7 @@ mod tests {
         let whole = csv(&trace, "cocoa");
         assert_eq!(std::fs::read_to_string(&location).unwrap(), whole);
         assert!(whole.contains("\n1,0.333333,,0.5,0.25,2,cocoa\n"), "a blank objective: {whole}");
-        assert!(TraceFile::create("s3://bucket/trace.csv", "scd", scale).unwrap().is_none());
+        assert!(TraceFile::create("s3://bucket/trace.csv", "scd".into(), scale).unwrap().is_none());
         // Squared loss on labels scaled by s = 2: the objective and absolute gap trained on
         // are s^2 = 4 times the labels' own.
         let point = unscaled(point(3, 8.0), TargetScale { exponent: 1 });

@@ -26,6 +26,32 @@ fn sigterm_stops_train_with_workers_the_same_way_and_ends_the_workers() {
     stopped_by_sigterm(&["--workers", "2"]);
 }
 
+/// `linea train --workers 2` killed outright (SIGKILL: no handler runs; a second SIGTERM
+/// ends it as abruptly): its worker processes end with it and say why, instead of retrying
+/// to reach their master for `--reconnect-for`.
+#[test]
+fn the_workers_of_a_killed_train_end_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "8192");
+    let model = path(dir.path(), "model");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linea"))
+        .args(["train", "--algorithm", "scd", "--tolerance", "0", "--threads", "1", "--data", &grid])
+        .args(["--epochs", "1000000", "--model", &model, "--workers", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
+    let mut log: Vec<String> = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
+    assert_eq!(children_of(child.id()).len(), 2, "{log:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The workers write to the same stderr, so it ends when both have exited.
+    log.extend(stderr);
+    let log = log.join("\n");
+    assert_eq!(log.matches("error: the process that started this worker ended").count(), 2, "{log}");
+}
+
 /// Runs `linea train` with `extra` arguments until its third epoch, sends it SIGTERM, and
 /// checks what it left.
 fn stopped_by_sigterm(extra: &[&str]) {

@@ -138,6 +138,11 @@ pub(super) enum Command {
         /// Longest wait, in seconds, for the master to release a draining worker.
         #[arg(long, default_value_t = 25)]
         drain_timeout: u64,
+        /// End (exit 1) when standard input closes: for a worker whose starter holds the
+        /// other end (`linea train --workers N`), so it never outlives that process, however
+        /// it ends (a second signal, a kill), instead of retrying for --reconnect-for.
+        #[arg(long)]
+        exit_with_stdin: bool,
     },
     /// Print a distributed job's status (JSON) from its master.
     Status {

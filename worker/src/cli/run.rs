@@ -178,7 +178,19 @@ pub fn run(cli: Cli) -> Result<Option<String>> {
                 master_names.join(", ")
             ));
         }
-        Command::Worker { master, listen, advertise, threads, cache_mb, reconnect_for, drain_timeout } => {
+        Command::Worker {
+            master,
+            listen,
+            advertise,
+            threads,
+            cache_mb,
+            reconnect_for,
+            drain_timeout,
+            exit_with_stdin,
+        } => {
+            if exit_with_stdin {
+                exit_when_stdin_closes();
+            }
             // What `kubectl logs` of a worker pod shows: whom it serves, and how it ended.
             progress.always(&format!("worker of master {}, listening on {listen}", master.address()));
             worker::run(worker::WorkerOptions {
@@ -303,4 +315,15 @@ mod tests {
         assert_eq!(objective_text(10546.674515094912), "10546.6745150949");
         assert_eq!(objective_text(0.0), "0");
     }
+}
+
+/// Ends this process, exit 1, when its standard input reaches its end: nothing is ever sent
+/// on it, so the read returns only when the process that holds the other end is gone (or
+/// closed it). A worker released as usual exits before that, from `main`.
+fn exit_when_stdin_closes() {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        eprintln!("error: the process that started this worker ended (its standard input closed)");
+        std::process::exit(1);
+    });
 }

@@ -57,14 +57,16 @@ pub fn train(options: &TrainOptions, progress: &Progress) -> Result<TrainSummary
                     "--threads",
                     &threads.to_string(),
                 ])
-                .args(["--reconnect-for", "10"])
+                .args(["--reconnect-for", "10", "--exit-with-stdin"])
                 .args(
                     options.worker_cache_mb.map(|mb| ["--cache-mb".to_string(), mb.to_string()]).into_iter().flatten(),
                 )
                 .env(SECRET_ENV, secret.expose())
                 .env(TLS_DIR_ENV, folder.path())
                 .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-                .stdin(Stdio::null())
+                // Kept open by this process (in `children`) and never written: it closes when
+                // this process ends, however it ends, and the worker then ends too.
+                .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 // Out of the terminal's process group: Ctrl-C reaches the master alone, which
                 // finishes the epoch on its workers and then releases them.
