@@ -300,6 +300,17 @@ fn local_master_names(listen: &str) -> Vec<String> {
     names
 }
 
+/// Ends this process, exit 1, when its standard input reaches its end: nothing is ever sent
+/// on it, so the read returns only when the process that holds the other end is gone (or
+/// closed it). A worker released as usual exits before that, from `main`.
+fn exit_when_stdin_closes() {
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        eprintln!("error: the process that started this worker ended (its standard input closed)");
+        std::process::exit(1);
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::objective_text;
@@ -315,15 +326,4 @@ mod tests {
         assert_eq!(objective_text(10546.674515094912), "10546.6745150949");
         assert_eq!(objective_text(0.0), "0");
     }
-}
-
-/// Ends this process, exit 1, when its standard input reaches its end: nothing is ever sent
-/// on it, so the read returns only when the process that holds the other end is gone (or
-/// closed it). A worker released as usual exits before that, from `main`.
-fn exit_when_stdin_closes() {
-    std::thread::spawn(|| {
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-        eprintln!("error: the process that started this worker ended (its standard input closed)");
-        std::process::exit(1);
-    });
 }
