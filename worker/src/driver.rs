@@ -43,11 +43,16 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result
 
 /// What ran, as the flags that name it: `lbfgs`, `lbfgs --batch-solver newton` (the summary
 /// line and the trace's last column).
-pub fn ran(algorithm: &str, batch_solver: Option<&str>) -> String {
+fn flags(algorithm: &str, batch_solver: Option<&str>) -> String {
     match batch_solver {
         Some(solver) => format!("{algorithm} --batch-solver {solver}"),
         None => algorithm.to_string(),
     }
+}
+
+/// [`flags`] of a running algorithm.
+pub fn ran(algorithm: &impl Algorithm) -> String {
+    flags(algorithm.name(), algorithm.batch_solver())
 }
 
 pub struct TrainSummary {
@@ -70,9 +75,9 @@ pub struct TrainSummary {
 }
 
 impl TrainSummary {
-    /// What ran, as the flags that name it ([`ran`]).
+    /// What ran, as the flags that name it ([`flags`]).
     pub fn ran(&self) -> String {
-        ran(self.algorithm, self.batch_solver)
+        flags(self.algorithm, self.batch_solver)
     }
 
     /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
@@ -361,7 +366,7 @@ pub fn finish<A: Algorithm>(
     if let Some(path) = &options.trace {
         // The whole trace again (a local one was written as the run went): an s3:// one
         // appears only now.
-        storage::write_file(path, trace::csv(&trace, &ran(algorithm.name(), algorithm.batch_solver())).as_bytes())?;
+        storage::write_file(path, trace::csv(&trace, &ran(algorithm)).as_bytes())?;
     }
     if let Some(path) = &options.plot {
         let title = format!(

@@ -63,6 +63,11 @@ impl TraceFile {
         Ok(Some(TraceFile { path, file, written: 0, algorithm, scale }))
     }
 
+    /// [`Self::create`] for a run's `--trace`, if it has one.
+    pub fn for_run(location: Option<&str>, algorithm: String, scale: TargetScale) -> Result<Option<TraceFile>> {
+        Ok(location.map(|t| TraceFile::create(t, algorithm, scale)).transpose()?.flatten())
+    }
+
     /// Appends the points of `trace` not yet written (a resumed run's first call writes
     /// those its checkpoint brought), each a line, with one write and a flush.
     pub fn append(&mut self, trace: &[EpochPoint]) -> Result<()> {

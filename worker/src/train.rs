@@ -162,12 +162,7 @@ impl WithAlgorithm for InProcess<'_> {
     fn run<A: Algorithm>(self, mut algorithm: A) -> Result<TrainSummary> {
         let options = self.options;
         let scale = self.layout.manifest.target_scale(options.loss);
-        let trace_file = options
-            .trace
-            .as_deref()
-            .map(|t| TraceFile::create(t, driver::ran(algorithm.name(), algorithm.batch_solver()), scale))
-            .transpose()?
-            .flatten();
+        let trace_file = TraceFile::for_run(options.trace.as_deref(), driver::ran(&algorithm), scale)?;
         let interrupt = if options.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
         let (trace, seconds) = run_watched(
             &mut algorithm,

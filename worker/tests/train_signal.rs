@@ -7,13 +7,36 @@ mod common;
 
 use common::processes::{children_of, path, prepare_grid, sigterm};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 /// The epoch numbers of a trace's lines.
 fn trace_epochs(trace: &str) -> Vec<u32> {
     let text = std::fs::read_to_string(trace).unwrap();
     assert!(text.starts_with("epoch,seconds,objective,gap,relative_gap,workers,algorithm\n"), "{text}");
     text.lines().skip(1).map(|l| l.split(',').next().unwrap().parse().unwrap()).collect()
+}
+
+/// SCD on one thread with no stopping rule that could end it before a signal does.
+const SCD_WITHOUT_END: [&str; 6] = ["--algorithm", "scd", "--tolerance", "0", "--threads", "1"];
+
+/// Starts `linea train` on `grid` with `args` and far more epochs than it can run before
+/// the test stops it (an a9a epoch takes milliseconds), and reads its stderr until epoch 3
+/// ends. Without a terminal, progress is one stderr line per epoch, printed after the
+/// epoch's trace line was written: the third one means the run is well under way. Returns
+/// the child, the rest of its stderr (which worker processes share) and the lines read.
+fn train_until_epoch_3(grid: &str, args: &[&str]) -> (Child, impl Iterator<Item = String> + use<>, Vec<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linea"))
+        .arg("train")
+        .args(SCD_WITHOUT_END)
+        .args(["--data", grid, "--epochs", "1000000"])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
+    let log = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
+    (child, stderr, log)
 }
 
 #[test]
@@ -34,15 +57,7 @@ fn the_workers_of_a_killed_train_end_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "8192");
     let model = path(dir.path(), "model");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linea"))
-        .args(["train", "--algorithm", "scd", "--tolerance", "0", "--threads", "1", "--data", &grid])
-        .args(["--epochs", "1000000", "--model", &model, "--workers", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
-    let mut log: Vec<String> = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
+    let (mut child, stderr, mut log) = train_until_epoch_3(&grid, &["--model", &model, "--workers", "2"]);
     assert_eq!(children_of(child.id()).len(), 2, "{log:?}");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -58,22 +73,8 @@ fn stopped_by_sigterm(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let grid = prepare_grid(dir.path(), "a9a/a9a.train.libsvm", "libsvm", "8192");
     let (model, trace) = (path(dir.path(), "model"), path(dir.path(), "trace.csv"));
-    // Far more epochs than it can run before the signal (an a9a epoch takes milliseconds),
-    // and no stopping rule that could end it first.
-    let run = ["--algorithm", "scd", "--tolerance", "0", "--threads", "1", "--data", &grid];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linea"))
-        .arg("train")
-        .args(run)
-        .args(["--epochs", "1000000", "--model", &model, "--trace", &trace])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Without a terminal, progress is one stderr line per epoch, printed after the epoch's
-    // trace line was written: the third one means the run is well under way.
-    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines().map(Result::unwrap);
-    let mut log: Vec<String> = stderr.by_ref().take_while(|l| !l.starts_with("epoch   3 ")).collect();
+    let (mut child, stderr, mut log) =
+        train_until_epoch_3(&grid, &[&["--model", &model, "--trace", &trace][..], extra].concat());
     assert_eq!(trace_epochs(&trace)[..4], [0, 1, 2, 3], "written as the run goes, before it ends: {log:?}");
     // The embedded master's worker processes, running the epochs.
     let workers = children_of(child.id());
@@ -97,8 +98,8 @@ fn stopped_by_sigterm(extra: &[&str]) {
     let again = path(dir.path(), "again");
     let out = Command::new(env!("CARGO_BIN_EXE_linea"))
         .arg("train")
-        .args(run)
-        .args(["--epochs", &epochs.to_string(), "--model", &again, "--quiet"])
+        .args(SCD_WITHOUT_END)
+        .args(["--data", &grid, "--epochs", &epochs.to_string(), "--model", &again, "--quiet"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

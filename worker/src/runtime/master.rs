@@ -499,12 +499,7 @@ impl<F: FnOnce(SocketAddr, AbortHandle)> WithAlgorithm for AsMaster<'_, F> {
         let mut runner = server.runner();
         let sizes = (layout.manifest.rows as f64, layout.manifest.nnz as f64);
         let scale = layout.manifest.target_scale(train.loss);
-        let mut trace_file = train
-            .trace
-            .as_deref()
-            .map(|t| TraceFile::create(t, driver::ran(algorithm.name(), algorithm.batch_solver()), scale))
-            .transpose()?
-            .flatten();
+        let mut trace_file = TraceFile::for_run(train.trace.as_deref(), driver::ran(&algorithm), scale)?;
         // `linea master` stops through its hub (`stop_on_signals`); `linea train --workers N`
         // between epochs, keeping their model, as in one process (`TrainOptions`).
         let interrupt = if train.stop_on_signals { Interrupt::on_signals()? } else { Interrupt::none() };
