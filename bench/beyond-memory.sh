@@ -25,6 +25,10 @@
 #  - each peer (LIBLINEAR's CLI, Snap ML, VW --bfgs; LINEA_BENCH_PEERS picks) under the cap
 #    on the full set and, when it fails there, on halved prefixes of it down to one that it
 #    holds, then once between: what it did (its last error line) and its peak memory.
+# At full scale (50M rows: docs/benchmarks/past-the-memory-wall.md, "50M new rows") the
+# knobs below keep it to hours: LINEA_BENCH_PREPARE_THREADS=2 (the default 1 fits a small
+# cap), LINEA_BENCH_LBFGS_EPOCHS=0 (no L-BFGS cross-check; CoCoA's gap certifies f*), and
+# LINEA_BENCH_LADDER=0 (each peer on the full set only).
 # Keeps the grid and the LIBSVM text under LINEA_BENCH_WORK; the TSV is deleted once
 # prepared. A benchmark, not a test: it asserts nothing.
 . "$(dirname "$0")/../scripts/env.sh"
@@ -39,6 +43,9 @@ lbfgs_epochs="${LINEA_BENCH_LBFGS_EPOCHS:-1000}"
 # SCD's own stop; its times to 1e-4 and 1e-6 of f* need only that it passes 1e-6.
 scd_epochs="${LINEA_BENCH_SCD_EPOCHS:-400}"
 scd_tolerance="${LINEA_BENCH_SCD_TOLERANCE:-1e-13}"
+cocoa_gap="${LINEA_BENCH_COCOA_GAP:-1e-10}"
+prepare_threads="${LINEA_BENCH_PREPARE_THREADS:-1}"
+ladder="${LINEA_BENCH_LADDER:-1}"
 bin="$CARGO_TARGET_DIR/release"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 capped=(--cap-mb "$cap_mb")
@@ -61,10 +68,10 @@ if [ ! -f "$work/grid/.done" ]; then
     ls -l "$work/gen.tsv"
     echo "== $(date -u +%T) prepare, load $(load)"
     rm -rf "$work/grid"
-    # Under the cap too, with one thread: two parse in parallel with twice the buffers
-    # (1M rows, 2 crosses: 148 MiB with one thread, above 256 MiB with two).
+    # Under the cap too, by default with one thread: two parse in parallel with twice the
+    # buffers (1M rows, 2 crosses: 148 MiB with one thread, above 256 MiB with two).
     "$bin/memcap" --name prepare "${capped[@]}" -- "$bin/linea" prepare --quiet --input "$work/gen.tsv" \
-        --format criteo --output "$work/grid" --threads 1
+        --format criteo --output "$work/grid" --threads "$prepare_threads"
     if [ -n "$peers" ]; then
         echo "== $(date -u +%T) the peers' LIBSVM text, load $(load)"
         (cd "$LINEA_ROOT/bench/peers" && "$venv/bin/python" criteo_libsvm.py < "$work/gen.tsv" > "$work/gen.svm" \
@@ -95,28 +102,34 @@ linea() {
 }
 
 linea scd capped scd --epochs "$scd_epochs" --tolerance "$scd_tolerance"
-linea cocoa uncapped cocoa --epochs 400 --gap-tolerance 1e-10
-linea lbfgs uncapped lbfgs --epochs "$lbfgs_epochs" --tolerance 0 --gradient-tolerance 1e-12
+linea cocoa uncapped cocoa --epochs 400 --gap-tolerance "$cocoa_gap"
+runs="scd cocoa"
+if [ "$lbfgs_epochs" != 0 ]; then
+    linea lbfgs uncapped lbfgs --epochs "$lbfgs_epochs" --tolerance 0 --gradient-tolerance 1e-12
+    runs="$runs lbfgs"
+fi
 last() { awk -F, -v c="$2" 'FNR > 1 && $c != "" {v = $c} END {printf "%.17g", v}' "$work/$1.csv"; }
-fstar=$(for r in scd cocoa lbfgs; do last "$r" 3; echo; done | sort -g | head -1)
+fstar=$(for r in $runs; do last "$r" 3; echo; done | sort -g | head -1)
 lower=$(awk -v f="$(last cocoa 3)" -v g="$(last cocoa 4)" 'BEGIN {printf "%.17g", f - g}')
 echo "optimum f* = $fstar (the lowest final objective); CoCoA's gap certifies f* >= $lower,"
 awk -v f="$fstar" -v l="$lower" 'BEGIN {printf "   so f* is within %.2e of the optimum (relative)\n", (f - l) / f}'
-for r in scd cocoa lbfgs; do
+for r in $runs; do
     awk -F, -v f="$fstar" -v n="$r" 'FNR > 1 && $3 != "" {last = $3; e = $1; s = $2} END {
         printf "%s: %d epochs in %.1f s, objective %.12g, %.2e above f*\n", n, e, s, last, (last - f) / f}' \
         "$work/$r.csv"
 done
-# Times to 1e-4 and 1e-6 of f*, on the capped SCD run's own clock (its trace's seconds).
-awk -F, -v f="$fstar" 'FNR > 1 {
-        r = ($3 - f) / f
-        if (!t4 && r <= 1e-4) { t4 = $2; e4 = $1 }
-        if (!t6 && r <= 1e-6) { t6 = $2; e6 = $1 }
-    } END {
-        printf "scd under the cap: to 1e-4 of f*: %s s (epoch %d), to 1e-6: %s s (epoch %d)\n",
-            t4 ? t4 : "never", e4, t6 ? t6 : "never", e6
-    }' "$work/scd.csv"
-tail -1 "$work/scd.mem"
+# Times to 1e-4 and 1e-6 of f*, on each run's own clock (its trace's seconds).
+for r in $runs; do
+    awk -F, -v f="$fstar" -v n="$r" 'FNR > 1 && $3 != "" {
+            q = ($3 - f) / f
+            if (!t4 && q <= 1e-4) { t4 = $2; e4 = $1 }
+            if (!t6 && q <= 1e-6) { t6 = $2; e6 = $1 }
+        } END {
+            printf "%s: to 1e-4 of f*: %s s (epoch %d), to 1e-6: %s s (epoch %d)\n",
+                n, t4 ? t4 : "never", e4, t6 ? t6 : "never", e6
+        }' "$work/$r.csv"
+    tail -1 "$work/$r.mem"
+done
 
 # peer NAME FILE: one peer on one LIBSVM file under the cap; memcap's line and the peer's
 # last line of errors at $work/peer-NAME.log.
@@ -151,6 +164,7 @@ for p in ${peers//,/ }; do
         { grep '^memcap' "$work/peer-$p.log" || true; } | sed 's/^/   /'
         if [ "$result" = held ]; then ok=$n; else bad=$n; fi
         [ "$ok" = "$rows" ] && break
+        [ "$ladder" = 0 ] && break
         if [ "$ok" = 0 ]; then n=$((n / 2)); [ "$n" -lt 1000 ] && break; continue; fi
         # One step between the largest size held and the smallest that failed.
         [ "$n" = "$ok" ] && [ $((bad - ok)) -gt $((rows / 8)) ] && { n=$(((ok + bad) / 2)); continue; }

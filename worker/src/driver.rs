@@ -12,7 +12,7 @@ use crate::progress::Progress;
 use crate::storage;
 use crate::trace;
 use crate::train::TrainOptions;
-use linea_engine::algorithm::{Algorithm, Gap, Iteration, Recovery, Runner};
+use linea_engine::algorithm::{Algorithm, Gap, Iteration, Kernel, Recovery, Runner};
 use linea_engine::cocoa::{Cocoa, CocoaConfig};
 use linea_engine::hybrid::{Linear, LinearConfig, Mode};
 use linea_engine::scd::{Scd, ScdConfig};
@@ -67,6 +67,9 @@ pub struct TrainSummary {
     pub epochs: u32,
     pub seconds: f64,
     pub nnz: u64,
+    /// The units of work an epoch was split into at the end ([`Kernel::units`]): no more
+    /// threads than that had work (CoCoA with one slot solves on one).
+    pub units: usize,
     pub trace: Vec<EpochPoint>,
     pub model_bytes: Vec<u8>,
     /// The signal that stopped the run before its own rule did (`linea train`, in one
@@ -80,10 +83,15 @@ impl TrainSummary {
         flags(self.algorithm, self.batch_solver)
     }
 
-    /// Non-zeros swept per second per thread: every epoch visits each non-zero once for
-    /// statistics and once for the prediction update.
+    /// Of `threads`, those that had work: one per unit at most.
+    pub fn busy_threads(&self, threads: usize) -> usize {
+        threads.min(self.units).max(1)
+    }
+
+    /// Non-zeros visited per second per busy thread ([`Self::busy_threads`]), one visit per
+    /// non-zero and epoch.
     pub fn nnz_per_second_per_thread(&self, threads: usize) -> f64 {
-        self.nnz as f64 * self.epochs as f64 / self.seconds.max(1e-9) / threads.max(1) as f64
+        self.nnz as f64 * self.epochs as f64 / self.seconds.max(1e-9) / self.busy_threads(threads) as f64
     }
 }
 
@@ -387,6 +395,7 @@ pub fn finish<A: Algorithm>(
         epochs: report.epoch,
         seconds,
         nnz: layout.manifest.nnz,
+        units: algorithm.kernel().units(),
         trace,
         model_bytes,
         interrupted: interrupt.received().filter(|_| algorithm.stop_reason().is_none()),

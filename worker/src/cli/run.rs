@@ -248,7 +248,11 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
     let per_thread = match options.threads {
         0 => String::new(),
         threads => {
-            format!(" ({:.1}M nnz/s per thread, {threads} threads)", summary.nnz_per_second_per_thread(threads) / 1e6)
+            let rate = summary.nnz_per_second_per_thread(threads) / 1e6;
+            match summary.busy_threads(threads) {
+                busy if busy < threads => format!(" ({rate:.1}M nnz/s per thread, {busy} of {threads} threads busy)"),
+                _ => format!(" ({rate:.1}M nnz/s per thread, {threads} threads)"),
+            }
         }
     };
     let gap = summary.gap.map_or(String::new(), |g| format!(", relative {} {:.3e}", summary.gap_name, g.relative));
