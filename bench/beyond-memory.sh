@@ -25,10 +25,12 @@
 #  - each peer (LIBLINEAR's CLI, Snap ML, VW --bfgs; LINEA_BENCH_PEERS picks) under the cap
 #    on the full set and, when it fails there, on halved prefixes of it down to one that it
 #    holds, then once between: what it did (its last error line) and its peak memory.
-# At full scale (50M rows: docs/benchmarks/past-the-memory-wall.md, "50M new rows") the
+# At full scale (50M rows: docs/benchmarks/fifty-million-rows.md) the
 # knobs below keep it to hours: LINEA_BENCH_PREPARE_THREADS=2 (the default 1 fits a small
 # cap), LINEA_BENCH_LBFGS_EPOCHS=0 (no L-BFGS cross-check; CoCoA's gap certifies f*), and
-# LINEA_BENCH_LADDER=0 (each peer on the full set only).
+# LINEA_BENCH_LADDER=0 (each peer on the full set only), LINEA_BENCH_SCD_STOP=1e-7 (SCD
+# stopped once within that of CoCoA's objective) and LINEA_BENCH_AUTO=1 (also the algorithm
+# `linea train` picks by itself, capped like SCD).
 # Keeps the grid and the LIBSVM text under LINEA_BENCH_WORK; the TSV is deleted once
 # prepared. A benchmark, not a test: it asserts nothing.
 . "$(dirname "$0")/../scripts/env.sh"
@@ -46,6 +48,8 @@ scd_tolerance="${LINEA_BENCH_SCD_TOLERANCE:-1e-13}"
 cocoa_gap="${LINEA_BENCH_COCOA_GAP:-1e-10}"
 prepare_threads="${LINEA_BENCH_PREPARE_THREADS:-1}"
 ladder="${LINEA_BENCH_LADDER:-1}"
+scd_stop="${LINEA_BENCH_SCD_STOP:-}"
+auto="${LINEA_BENCH_AUTO:-0}"
 bin="$CARGO_TARGET_DIR/release"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 capped=(--cap-mb "$cap_mb")
@@ -94,6 +98,7 @@ linea() {
     local limit=()
     [ "$cap" = capped ] && limit=("${capped[@]}")
     echo "== $(date -u +%T) $name ($algorithm $*), load $(load)"
+    rm -f "$work/$name.csv" # a last run's trace is not this one's
     "$bin/memcap" --name "$name" "${limit[@]}" -- "$bin/linea" train --quiet --data "$work/grid" \
         --model "$work/$name.model" --algorithm "$algorithm" --workers 1 --threads 2 \
         --cache-mb "$cache_mb" --trace "$work/$name.csv" "$@" 2> >(tee "$work/$name.mem" >&2) ||
@@ -101,14 +106,45 @@ linea() {
     echo "   load after $(load)"
 }
 
-linea scd capped scd --epochs "$scd_epochs" --tolerance "$scd_tolerance"
+last() { awk -F, -v c="$2" 'FNR > 1 && $c != "" {v = $c} END {printf "%.17g", v}' "$work/$1.csv"; }
+
+# stop_within NAME RELATIVE PID: SIGTERM to run NAME's master (it ends after the epoch it is
+# in, writing its model) once its trace's objective is within RELATIVE of CoCoA's last one,
+# while PID (the run's background job) lives: SCD's times to 1e-4 and 1e-6 of f* need only
+# that it gets there, which at 50M rows is an hour before --tolerance would stop it. Polls
+# the trace, which grows an epoch at a time.
+stop_within() {
+    local target
+    target=$(awk -v f="$(last cocoa 3)" -v r="$2" 'BEGIN {printf "%.17g", f * (1 + r)}')
+    while kill -0 "$3" 2> /dev/null; do
+        if [ -f "$work/$1.csv" ] && awk -F, -v t="$target" 'FNR > 1 && $3 != "" {v = $3; n++}
+                END {exit !(n && v <= t)}' "$work/$1.csv"; then
+            echo "   $1 within $2 of CoCoA's objective: stopping it after this epoch"
+            # The master only: memcap's command line holds the same words.
+            for pid in $(pgrep -f -- "--model $work/$1.model"); do
+                [ "$(cat "/proc/$pid/comm" 2> /dev/null)" = linea ] && kill -TERM "$pid"
+            done
+            return
+        fi
+        sleep 5
+    done
+}
+
+# CoCoA first: its certified objective is what SCD is stopped against.
 linea cocoa uncapped cocoa --epochs 400 --gap-tolerance "$cocoa_gap"
-runs="scd cocoa"
+linea scd capped scd --epochs "$scd_epochs" --tolerance "$scd_tolerance" &
+scd_job=$!
+[ -n "$scd_stop" ] && stop_within scd "$scd_stop" "$scd_job"
+wait "$scd_job"
+runs="cocoa scd"
+if [ "$auto" = 1 ]; then
+    linea auto capped auto
+    runs="$runs auto"
+fi
 if [ "$lbfgs_epochs" != 0 ]; then
     linea lbfgs uncapped lbfgs --epochs "$lbfgs_epochs" --tolerance 0 --gradient-tolerance 1e-12
     runs="$runs lbfgs"
 fi
-last() { awk -F, -v c="$2" 'FNR > 1 && $c != "" {v = $c} END {printf "%.17g", v}' "$work/$1.csv"; }
 fstar=$(for r in $runs; do last "$r" 3; echo; done | sort -g | head -1)
 lower=$(awk -v f="$(last cocoa 3)" -v g="$(last cocoa 4)" 'BEGIN {printf "%.17g", f - g}')
 echo "optimum f* = $fstar (the lowest final objective); CoCoA's gap certifies f* >= $lower,"

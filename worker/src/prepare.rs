@@ -6,6 +6,11 @@
 //! split ([`linea_engine::partition`]); a constant bias block is added. Cells, dictionaries
 //! and finally the manifest are written. An old manifest is removed first, so an
 //! interrupted run never leaves a grid that looks complete.
+//!
+//! A column of a CSV, Criteo or Parquet input holds one value a row, so it is never split:
+//! its cells are written as each shard ends ([`Cells::Written`]) and memory does not grow
+//! with the input. LIBSVM and VW variables are held compressed until the end, where the
+//! split needs them all.
 
 use crate::error::{LineaError, Result};
 use crate::input::batch::{self, Batch};
@@ -38,6 +43,16 @@ pub struct PrepareOptions {
     pub range_bytes: usize,
 }
 
+/// A variable's cells, one per finished shard.
+enum Cells {
+    /// Held until the end, where a set-valued variable is split into blocks.
+    Held(Vec<Vec<u8>>),
+    /// Written under the variable's own keys ([`column_cell_key`]) as each shard ended: a
+    /// column's cells are final when made. On 50M Criteo rows, holding them took prepare to
+    /// 4.1 GiB (docs/benchmarks/fifty-million-rows.md).
+    Written(Vec<FileRef>),
+}
+
 /// A variable as seen so far.
 struct Variable {
     name: String,
@@ -49,7 +64,7 @@ struct Variable {
     set_valued: bool,
     last_row: u64,
     /// Compressed cell of each finished shard, feature ids numbered per variable.
-    cells: Vec<Vec<u8>>,
+    cells: Cells,
     /// (row in shard, feature, value) of the shard being read.
     pending: Vec<(u32, u32, f64)>,
 }
@@ -146,6 +161,7 @@ fn write_grid(
         variables: Vec::new(),
         shards: Vec::new(),
         labels: ShardLabels::default(),
+        empty_cell: None,
         rows: 0,
         line_base: 0,
         ranges: DataRanges {
@@ -160,9 +176,9 @@ fn write_grid(
         state.take(batch)
     })?;
     if !state.labels.labels.is_empty() {
-        finish_shard(storage, &mut state.variables, &mut state.shards, &mut state.labels)?;
+        state.finish_shard()?;
     }
-    let Reading { variables, shards, rows, ranges, bar, .. } = state;
+    let Reading { variables, shards, rows, ranges, bar, empty_cell, .. } = state;
     bar.finish(rows);
     if rows == 0 {
         return Err(LineaError::data(&options.input, "no examples: the input has no data lines"));
@@ -175,6 +191,12 @@ fn write_grid(
         split_bar.set(i as u64 + 1);
     }
     split_bar.finish(variable_count);
+    // Columns without a block (the label's) may have been all that named it.
+    if let Some(empty) = empty_cell
+        && !blocks.iter().flat_map(|b| &b.cells).any(|c| c.key == empty.key)
+    {
+        storage.remove(&empty.key)?;
+    }
     let manifest = Manifest {
         format: GRID_FORMAT.to_string(),
         spec: options.spec.clone(),
@@ -206,6 +228,8 @@ struct Reading<'a> {
     variables: Vec<Variable>,
     shards: Vec<ShardEntry>,
     labels: ShardLabels,
+    /// [`shared_empty`]'s object, once written.
+    empty_cell: Option<FileRef>,
     rows: u64,
     /// Lines of the file before the batch being taken.
     line_base: u64,
@@ -241,7 +265,7 @@ impl Reading<'_> {
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(batch.variables.len());
         for (v, variable) in batch.variables.iter_mut().enumerate() {
             if !variable.keys.is_empty() {
-                self.make_variables(global[v]);
+                self.make_variables(global[v])?;
             }
             let target = self.variables.get_mut(global[v] as usize);
             ids.push(match target {
@@ -286,7 +310,7 @@ impl Reading<'_> {
             self.labels.lines.push(line);
             self.rows += 1;
             if self.labels.labels.len() == options.rows_per_shard {
-                finish_shard(self.storage, &mut self.variables, &mut self.shards, &mut self.labels)?;
+                self.finish_shard()?;
             }
             if self.rows.is_multiple_of(4096) {
                 self.bar.set(self.rows);
@@ -306,9 +330,14 @@ impl Reading<'_> {
 
     /// Variables up to `g`, as one pass makes them at a feature of `g`: every variable
     /// numbered before it too, each with an empty cell for every shard already finished.
-    fn make_variables(&mut self, g: u32) {
+    fn make_variables(&mut self, g: u32) -> Result<()> {
         while self.variables.len() <= g as usize {
             let (name, dense) = self.known[self.variables.len()].clone();
+            let cells = if self.options.spec.format.has_columns() {
+                Cells::Written(vec![shared_empty(self.storage, &mut self.empty_cell)?; self.shards.len()])
+            } else {
+                Cells::Held(vec![codec::encode_cell(&Cell::default()); self.shards.len()])
+            };
             self.variables.push(Variable {
                 name,
                 dense,
@@ -317,32 +346,54 @@ impl Reading<'_> {
                 nnz: 0,
                 set_valued: false,
                 last_row: u64::MAX,
-                cells: vec![codec::encode_cell(&Cell::default()); self.shards.len()],
+                cells,
                 pending: Vec::new(),
             });
         }
+        Ok(())
     }
-}
 
-fn finish_shard(
-    storage: &dyn Storage,
-    variables: &mut [Variable],
-    shards: &mut Vec<ShardEntry>,
-    labels: &mut ShardLabels,
-) -> Result<()> {
-    let shard = shards.len();
-    for variable in variables.iter_mut() {
-        let cell = Cell::from_triples(std::mem::take(&mut variable.pending));
-        variable.cells.push(codec::encode_cell(&cell));
+    /// Ends the shard being read: each variable's cell of it, and its labels.
+    fn finish_shard(&mut self) -> Result<()> {
+        let shard = self.shards.len();
+        for (v, variable) in self.variables.iter_mut().enumerate() {
+            let pending = std::mem::take(&mut variable.pending);
+            match &mut variable.cells {
+                Cells::Held(cells) => cells.push(codec::encode_cell(&Cell::from_triples(pending))),
+                Cells::Written(cells) if pending.is_empty() => {
+                    cells.push(shared_empty(self.storage, &mut self.empty_cell)?)
+                }
+                Cells::Written(cells) => {
+                    let bytes = codec::encode_cell(&Cell::from_triples(pending));
+                    cells.push(FileRef::write(self.storage, column_cell_key(v, shard), &bytes)?);
+                }
+            }
+        }
+        let labels = std::mem::take(&mut self.labels);
+        let labels_ref = FileRef::write(self.storage, format!("labels/r{shard:06}"), &codec::encode_labels(&labels))?;
+        self.shards.push(ShardEntry { rows: labels.labels.len(), labels: labels_ref });
+        Ok(())
     }
-    let labels_ref = FileRef::write(storage, format!("labels/r{shard:06}"), &codec::encode_labels(labels))?;
-    shards.push(ShardEntry { rows: labels.labels.len(), labels: labels_ref });
-    *labels = ShardLabels::default();
-    Ok(())
 }
 
 fn cell_key(block: usize, shard: usize) -> String {
     format!("cells/b{block:05}/r{shard:06}")
+}
+
+/// Where the cells of input column `variable` go as they are made ([`Cells::Written`]):
+/// named by the column, as its block's number is known only at the end.
+fn column_cell_key(variable: usize, shard: usize) -> String {
+    format!("cells/c{variable:05}/r{shard:06}")
+}
+
+/// The one object every empty cell of a written column refers to, written at its first
+/// use: the label's column and a sparse one would otherwise write a file per shard with
+/// nothing in it.
+fn shared_empty(storage: &dyn Storage, empty: &mut Option<FileRef>) -> Result<FileRef> {
+    if empty.is_none() {
+        *empty = Some(FileRef::write(storage, "cells/empty".into(), &codec::encode_cell(&Cell::default()))?);
+    }
+    Ok(empty.clone().expect("written above"))
 }
 
 fn write_dictionary(storage: &dyn Storage, block: usize, entries: &[DictionaryEntry]) -> Result<FileRef> {
@@ -386,12 +437,14 @@ fn write_variable(
         return Ok(Vec::new()); // a label or ignored column, or a column that was always missing
     }
     if !variable.set_valued {
-        let cells = variable
-            .cells
-            .iter()
-            .enumerate()
-            .map(|(s, bytes)| FileRef::write(storage, cell_key(first, s), bytes))
-            .collect::<Result<Vec<_>>>()?;
+        let cells = match variable.cells {
+            Cells::Written(cells) => cells,
+            Cells::Held(held) => held
+                .iter()
+                .enumerate()
+                .map(|(s, bytes)| FileRef::write(storage, cell_key(first, s), bytes))
+                .collect::<Result<Vec<_>>>()?,
+        };
         return Ok(vec![BlockEntry {
             name: variable.name.clone(),
             variable: variable.name,
@@ -410,9 +463,18 @@ fn write_variable(
             variable.name
         )));
     }
+    let held = match variable.cells {
+        Cells::Held(held) => held,
+        // Not made by any input format (a column has one value a row), but correct if one
+        // did: read back, and split like the others.
+        Cells::Written(cells) => {
+            let held = cells.iter().map(|c| c.read(storage)).collect::<Result<Vec<_>>>()?;
+            cells.iter().try_for_each(|c| storage.remove(&c.key))?;
+            held
+        }
+    };
     let limit = codec::cell_limit(variable.nnz, variable.dictionary.len() as u64);
-    let decoded: Vec<Cell> = variable
-        .cells
+    let decoded: Vec<Cell> = held
         .iter()
         .map(|b| {
             codec::decode_cell(b, limit).map_err(|source| LineaError::Engine { object: object(&variable.name), source })

@@ -198,3 +198,85 @@ fn csv_errors_after_a_quote_name_their_line_in_the_file() {
         assert_eq!(error, format!("{}:105: 4 fields, expected 3", path.display()), "{threads} threads, {range_bytes}");
     }
 }
+
+/// A local folder that records the keys written, in order, and those removed.
+struct Recording {
+    inner: Box<dyn linea_worker::storage::Storage>,
+    written: std::sync::Mutex<Vec<String>>,
+    removed: std::sync::Mutex<Vec<String>>,
+}
+
+impl linea_worker::storage::Storage for Recording {
+    fn read(&self, key: &str) -> linea_worker::error::Result<Vec<u8>> {
+        self.inner.read(key)
+    }
+    fn write(&self, key: &str, bytes: &[u8]) -> linea_worker::error::Result<()> {
+        self.written.lock().unwrap().push(key.to_string());
+        self.inner.write(key, bytes)
+    }
+    fn remove(&self, key: &str) -> linea_worker::error::Result<()> {
+        self.removed.lock().unwrap().push(key.to_string());
+        self.inner.remove(key)
+    }
+    fn exists(&self, key: &str) -> linea_worker::error::Result<bool> {
+        self.inner.exists(key)
+    }
+    fn describe(&self, key: &str) -> String {
+        self.inner.describe(key)
+    }
+}
+
+#[test]
+fn a_columns_cells_are_written_as_its_shards_end_and_a_sets_at_the_end() {
+    // Criteo's columns are written through, so prepare's memory does not grow with the input;
+    // LIBSVM's one variable is held until the end, where it is split into blocks.
+    for (input, format, through) in
+        [("criteo-sample/train.tsv", Format::Criteo, true), ("a9a/a9a.train.libsvm", Format::Libsvm, false)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = Recording {
+            inner: linea_worker::storage::open(&dir.path().to_string_lossy()).unwrap(),
+            written: Default::default(),
+            removed: Default::default(),
+        };
+        let options = PrepareOptions {
+            input: common::data(input),
+            spec: spec(format),
+            rows_per_shard: 1000,
+            reuse: false,
+            threads: 2,
+            range_bytes: RANGE_BYTES,
+        };
+        let manifest = prepare(&options, &storage, &Progress::silent()).unwrap().manifest;
+        let written = storage.written.lock().unwrap().clone();
+        let at = |key: &str| written.iter().position(|k| k == key).unwrap_or_else(|| panic!("{input}: no {key}"));
+        let last_labels = at(&format!("labels/r{:06}", manifest.shards.len() - 1));
+        // The cells the manifest names are the cells written and kept, each written once (a
+        // column's empty cells all name one object, removed if only the label's did).
+        let removed = storage.removed.lock().unwrap().clone();
+        let named: std::collections::BTreeSet<&str> =
+            manifest.blocks.iter().flat_map(|b| &b.cells).map(|c| c.key.as_str()).collect();
+        let cells: Vec<&str> = written
+            .iter()
+            .map(String::as_str)
+            .filter(|k| k.starts_with("cells/") && !removed.iter().any(|r| r == k))
+            .collect();
+        let unnamed: Vec<&&str> = cells.iter().filter(|k| !named.contains(**k)).collect();
+        assert_eq!(
+            cells.len(),
+            named.len(),
+            "{input}: a cell written twice, or one the manifest does not name: {unnamed:?}"
+        );
+        assert!(cells.iter().all(|k| named.contains(k)), "{input}");
+        assert_eq!(cells.iter().any(|k| k.starts_with("cells/c")), through, "{input}");
+        let first_cell = cells.iter().map(|k| at(k)).min().unwrap();
+        assert_eq!(
+            first_cell < last_labels,
+            through,
+            "{input}: first cell at {first_cell}, last labels at {last_labels}"
+        );
+        // And the grid loads, its cells' checksums verified (a column's under its own keys).
+        let loaded = linea_worker::gridload::load(&storage, linea_engine::Loss::Logistic).unwrap();
+        assert_eq!(loaded.layout.manifest.nnz, manifest.nnz, "{input}");
+    }
+}

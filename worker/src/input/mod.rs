@@ -34,6 +34,14 @@ pub enum Format {
     Parquet,
 }
 
+impl Format {
+    /// Whether its variables are columns, with one value a row at most (CSV, Criteo,
+    /// Parquet), rather than sets of features (LIBSVM's one variable, VW's namespaces).
+    pub fn has_columns(self) -> bool {
+        matches!(self, Format::Criteo | Format::Csv | Format::Parquet)
+    }
+}
+
 /// What becomes of a numeric column (CSV, Parquet, Criteo's integer columns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
