@@ -386,12 +386,14 @@ fn column_cell_key(variable: usize, shard: usize) -> String {
     format!("cells/c{variable:05}/r{shard:06}")
 }
 
-/// The one object every empty cell of a written column refers to, written at its first
-/// use: the label's column and a sparse one would otherwise write a file per shard with
-/// nothing in it.
+/// The key of the one object every empty cell of a written column names.
+const EMPTY_CELL: &str = "cells/empty";
+
+/// [`EMPTY_CELL`]'s object, written at its first use: the label's column and a sparse one
+/// would otherwise write a file per shard with nothing in it.
 fn shared_empty(storage: &dyn Storage, empty: &mut Option<FileRef>) -> Result<FileRef> {
     if empty.is_none() {
-        *empty = Some(FileRef::write(storage, "cells/empty".into(), &codec::encode_cell(&Cell::default()))?);
+        *empty = Some(FileRef::write(storage, EMPTY_CELL.into(), &codec::encode_cell(&Cell::default()))?);
     }
     Ok(empty.clone().expect("written above"))
 }
@@ -469,7 +471,7 @@ fn write_variable(
         // did: read back, and split like the others.
         Cells::Written(cells) => {
             let held = cells.iter().map(|c| c.read(storage)).collect::<Result<Vec<_>>>()?;
-            cells.iter().try_for_each(|c| storage.remove(&c.key))?;
+            cells.iter().filter(|c| c.key != EMPTY_CELL).try_for_each(|c| storage.remove(&c.key))?;
             held
         }
     };
