@@ -334,7 +334,12 @@ impl Reading<'_> {
         while self.variables.len() <= g as usize {
             let (name, dense) = self.known[self.variables.len()].clone();
             let cells = if self.options.spec.format.has_columns() {
-                Cells::Written(vec![shared_empty(self.storage, &mut self.empty_cell)?; self.shards.len()])
+                // Before any shard has ended (the usual case: the first line names every
+                // column) there is nothing to fill, and nothing to write.
+                Cells::Written(match self.shards.len() {
+                    0 => Vec::new(),
+                    shards => vec![shared_empty(self.storage, &mut self.empty_cell)?; shards],
+                })
             } else {
                 Cells::Held(vec![codec::encode_cell(&Cell::default()); self.shards.len()])
             };

@@ -249,10 +249,11 @@ fn report_trained(options: &train::TrainOptions, summary: &TrainSummary) {
         0 => String::new(),
         threads => {
             let rate = summary.nnz_per_second_per_thread(threads) / 1e6;
-            match summary.busy_threads(threads) {
-                busy if busy < threads => format!(" ({rate:.1}M nnz/s per thread, {busy} of {threads} threads busy)"),
-                _ => format!(" ({rate:.1}M nnz/s per thread, {threads} threads)"),
-            }
+            let threads_text = match summary.busy_threads(threads) {
+                busy if busy < threads => format!("{busy} of {threads} threads busy"),
+                _ => format!("{threads} threads"),
+            };
+            format!(" ({rate:.1}M nnz/s per thread, {threads_text})")
         }
     };
     let gap = summary.gap.map_or(String::new(), |g| format!(", relative {} {:.3e}", summary.gap_name, g.relative));
