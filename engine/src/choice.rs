@@ -79,6 +79,19 @@ pub const NEWTON_NNZ_PER_FEATURE: f64 = 1000.0;
 /// (docs/benchmarks/choosing-the-algorithm.md, "CoCoA keeps a9a and w8a").
 pub const COCOA_NNZ_PER_FEATURE: f64 = 10_000.0;
 
+/// Truncated Newton's cases ([`COCOA_NNZ_PER_FEATURE`], [`NEWTON_NNZ_PER_FEATURE`]) hold up
+/// to this many features: its CG steps solve a system in the features, and they take more
+/// steps the more features the Hessian couples, while CoCoA's epochs do not grow with them.
+/// Where many rows per weight made Newton the faster, the sets had at most 3,130 features
+/// (movielens at `l2 = 0.03`, 10,785 non-zeros per feature and unit of l2: 1e-6 in 0.52 s,
+/// CoCoA not at 1e-3 after 2.2 s; a9a and w8a at `l2 <= 0.5`). With more, CoCoA was the
+/// faster however many rows a weight had: rcv1-small's 9,739 at `l2 = 0.0005` (16,170:
+/// 0.004 s against 0.016 s), generated Criteo rows' 54,543 at `l2 = 0.05` (13,313: 15.8 s
+/// against 41.8 s) and 82,709 (50M rows, 21,949: 1e-6 in 622 s, where Newton had not reached
+/// 1e-4 after 756 s) (docs/benchmarks/choosing-the-algorithm.md, "Newton's case ends at
+/// 5,000 features"). The bound lies between 3,130 and 9,739, where nothing was measured.
+pub const NEWTON_MAX_FEATURES: u64 = 5_000;
+
 /// Values at most this large count as scaled (binary, one-hot or normalized rows). CoCoA's
 /// dual steps slow down with the rows' squared norms against `l2`: on adult's raw columns
 /// (|x| up to 1.5e6) and protein's it did not reach 1e-3 at all.
@@ -115,26 +128,36 @@ pub fn choose(problem: &Problem) -> Choice {
         return pick(Algorithm::Scd, format!("dense rows ({:.0}% of the features): scd", 100.0 * fill));
     }
     let per_feature = format!("{density:.0} non-zeros per feature and unit of l2");
-    if density >= COCOA_NNZ_PER_FEATURE {
+    // Past NEWTON_MAX_FEATURES the density says nothing for Newton: its cases are skipped.
+    let too_wide = format!("{} features (> {NEWTON_MAX_FEATURES}, too many for newton)", problem.features);
+    let newton_fits = problem.features <= NEWTON_MAX_FEATURES;
+    if density >= COCOA_NNZ_PER_FEATURE && newton_fits {
         return pick(
             Algorithm::Newton,
             format!("{per_feature} (>= {COCOA_NNZ_PER_FEATURE}): lbfgs --batch-solver newton"),
         );
     }
     let scaled = problem.max_abs <= SCALED_MAX_ABS;
-    if scaled && !problem.distributed {
-        return pick(
-            Algorithm::Cocoa,
-            format!("{per_feature} (< {COCOA_NNZ_PER_FEATURE}), values within {SCALED_MAX_ABS}: cocoa with one slot"),
-        );
+    if scaled && !problem.distributed && problem.l2 > 0.0 {
+        let why = if density >= COCOA_NNZ_PER_FEATURE {
+            format!("{per_feature}, {too_wide}")
+        } else {
+            format!("{per_feature} (< {COCOA_NNZ_PER_FEATURE})")
+        };
+        return pick(Algorithm::Cocoa, format!("{why}, values within {SCALED_MAX_ABS}: cocoa with one slot"));
     }
     // Why CoCoA cannot run it.
-    let not_cocoa = if scaled {
+    let not_cocoa = if problem.l2 <= 0.0 {
+        "l2 = 0 (cocoa needs l2 > 0)".to_string()
+    } else if scaled {
         "distributed (cocoa's model would depend on the slots)".to_string()
     } else {
         format!("values up to {:e} (> {SCALED_MAX_ABS})", problem.max_abs)
     };
     if density >= NEWTON_NNZ_PER_FEATURE {
+        if !newton_fits {
+            return pick(Algorithm::Scd, format!("{per_feature}, {too_wide}, {not_cocoa}: scd"));
+        }
         return pick(
             Algorithm::Newton,
             format!("{per_feature} (>= {NEWTON_NNZ_PER_FEATURE}), {not_cocoa}: lbfgs --batch-solver newton"),
@@ -201,6 +224,33 @@ mod tests {
         // Raw values keep adult from CoCoA at any l2 where a weight has many rows.
         let choice = choose(&set("adult"));
         assert!(choice.reason.contains("values up to"), "{}", choice.reason);
+    }
+
+    #[test]
+    fn many_features_keep_newton_away_however_many_rows_a_weight_has() {
+        // docs/benchmarks/choosing-the-algorithm.md, "Newton's case ends at 5,000 features":
+        // generated Criteo rows, 50M at l2 = 1 (21,949 non-zeros per feature and unit of l2)
+        // and 1M at l2 = 0.05 (13,313), and rcv1-small at l2 = 0.0005 (16,170), where CoCoA
+        // was 2.6-4x ahead.
+        let fifty_million =
+            Problem { rows: 50_000_000, nnz: 1_815_386_569, features: 82_709, ..set("criteo-sample") };
+        let one_million = Problem { rows: 1_000_000, nnz: 36_305_915, features: 54_543, l2: 0.05, ..fifty_million };
+        for problem in [fifty_million, one_million, Problem { l2: 0.0005, ..set("rcv1-small") }] {
+            assert!(problem.nnz_per_feature() >= COCOA_NNZ_PER_FEATURE);
+            let choice = choose(&problem);
+            assert_eq!(choice.algorithm, Algorithm::Cocoa, "{}", choice.reason);
+            assert!(choice.reason.contains("too many for newton"), "{}", choice.reason);
+            // With workers, and with raw values, SCD rather than Newton.
+            for other in [Problem { distributed: true, ..problem }, Problem { max_abs: 40.0, ..problem }] {
+                let choice = choose(&other);
+                assert_eq!(choice.algorithm, Algorithm::Scd, "{}", choice.reason);
+                assert!(choice.reason.contains("too many for newton"), "{}", choice.reason);
+            }
+        }
+        // movielens at l2 = 0.03 (10,785; 3,130 features): Newton reached 1e-6 in 0.52 s,
+        // CoCoA not 1e-3 in 2.2 s.
+        let choice = choose(&Problem { l2: 0.03, ..set("movielens-100k") });
+        assert_eq!(choice.algorithm, Algorithm::Newton, "{}", choice.reason);
     }
 
     #[test]
