@@ -110,7 +110,7 @@ pub fn decode_cell(compressed: &[u8], limit: usize) -> Result<Cell, EngineError>
         Some(v) => CellValues::Real(v),
     };
     r.finish()?;
-    Ok(Cell { rows, local, feature_ids, values })
+    Ok(Cell { rows: rows.into(), local: local.into(), feature_ids, values })
 }
 
 pub fn encode_labels(shard: &ShardLabels) -> Vec<u8> {
@@ -330,6 +330,14 @@ mod tests {
         let ones = Cell::from_triples(vec![(1, 4, 1.0), (3, 0, 1.0)]);
         assert_eq!(ones.values, CellValues::Ones);
         assert_eq!(decode_cell(&encode_cell(&ones), LIMIT).unwrap(), ones);
+    }
+
+    #[test]
+    fn a_decoded_dense_column_shares_its_rows_and_local_numbers() {
+        let dense = Cell::from_triples((0..500).map(|row| (row, 0, row as f64 / 7.0)).collect());
+        let decoded = decode_cell(&encode_cell(&dense), LIMIT).unwrap();
+        assert_eq!(decoded, dense);
+        assert_eq!(decoded.rows.heap_bytes() + decoded.local.heap_bytes(), 0, "{:?}", (&decoded.rows, &decoded.local));
     }
 
     #[test]

@@ -36,5 +36,5 @@ pub mod scratch;
 mod synthetic;
 
 pub use error::EngineError;
-pub use grid::{Cell, CellValues};
+pub use grid::{Cell, CellValues, Ids};
 pub use loss::Loss;

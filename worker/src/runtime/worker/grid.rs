@@ -101,7 +101,7 @@ fn cell_bytes(cell: &Cell) -> usize {
         CellValues::Ones => 0,
         CellValues::Real(v) => v.len() * 8,
     };
-    cell.rows.len() * 4 + cell.local.len() * 4 + cell.feature_ids.len() * 4 + values + 64
+    cell.rows.heap_bytes() + cell.local.heap_bytes() + cell.feature_ids.len() * 4 + values + 64
 }
 
 impl CellCache {
