@@ -58,6 +58,7 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
     match &cell.values {
         CellValues::Ones => out.push(0),
         CellValues::Real(values) => put_floats(&mut out, values),
+        CellValues::Real32(values) => put_floats(&mut out, &values.iter().map(|&v| v as f64).collect::<Vec<_>>()),
     }
     compress(&out)
 }
@@ -105,10 +106,7 @@ pub fn decode_cell(compressed: &[u8], limit: usize) -> Result<Cell, EngineError>
         }
         local.push(l as u32);
     }
-    let values = match r.floats(nnz)? {
-        None => CellValues::Ones,
-        Some(v) => CellValues::Real(v),
-    };
+    let values = r.cell_values(nnz)?;
     r.finish()?;
     Ok(Cell { rows: rows.into(), local: local.into(), feature_ids, values })
 }
@@ -308,6 +306,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A cell's values as [`Self::floats`] reads them, `f32`s kept as they are stored.
+    fn cell_values(&mut self, n: usize) -> Result<CellValues, EngineError> {
+        if self.bytes.get(self.at) != Some(&1) {
+            return Ok(self.floats(n)?.map_or(CellValues::Ones, CellValues::Real));
+        }
+        self.at += 1;
+        let bytes = self.bytes(n * 4)?;
+        Ok(CellValues::Real32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()))
+    }
+
     fn finish(&self) -> Result<(), EngineError> {
         if self.at == self.bytes.len() { Ok(()) } else { Err(self.corrupt("trailing bytes")) }
     }
@@ -338,6 +346,21 @@ mod tests {
         let decoded = decode_cell(&encode_cell(&dense), LIMIT).unwrap();
         assert_eq!(decoded, dense);
         assert_eq!(decoded.rows.heap_bytes() + decoded.local.heap_bytes(), 0, "{:?}", (&decoded.rows, &decoded.local));
+    }
+
+    #[test]
+    fn values_stored_as_f32_stay_f32_and_encode_to_the_same_bytes() {
+        let big = 1e30f32 as f64;
+        let single = Cell::from_triples(vec![(0, 1, 0.5), (1, 0, -3.25), (4, 1, big)]);
+        let bytes = encode_cell(&single);
+        let decoded = decode_cell(&bytes, LIMIT).unwrap();
+        assert!(matches!(decoded.values, CellValues::Real32(_)), "{:?}", decoded.values);
+        assert_eq!(decoded, single, "the same numbers as the f64 cell built from the triples");
+        assert_eq!(encode_cell(&decoded), bytes);
+        assert_eq!((0..3).map(|k| decoded.value(k)).collect::<Vec<_>>(), vec![0.5, -3.25, big]);
+        // One value that is no f32: every value stays f64.
+        let double = Cell::from_triples(vec![(0, 1, 0.5), (1, 0, 0.1)]);
+        assert!(matches!(decode_cell(&encode_cell(&double), LIMIT).unwrap().values, CellValues::Real(_)));
     }
 
     #[test]

@@ -147,10 +147,32 @@ fn check_cell(cell: &Cell, features: usize, rows: usize) -> Result<(), EngineErr
     if cell.rows.last().is_some_and(|&r| r as usize >= rows) {
         return bad("row");
     }
-    if let linea_engine::CellValues::Real(v) = &cell.values
-        && v.iter().any(|x| !x.is_finite())
-    {
+    let finite = match &cell.values {
+        linea_engine::CellValues::Ones => true,
+        linea_engine::CellValues::Real(v) => v.iter().all(|x| x.is_finite()),
+        linea_engine::CellValues::Real32(v) => v.iter().all(|x| x.is_finite()),
+    };
+    if !finite {
         return Err(EngineError::Corrupt("non-finite value".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linea_engine::CellValues;
+
+    #[test]
+    fn a_cell_outside_its_block_or_shard_or_with_a_non_finite_value_is_corrupt() {
+        let cell = Cell::from_triples(vec![(0, 0, 0.5), (3, 2, 1.5)]);
+        assert!(check_cell(&cell, 3, 4).is_ok());
+        assert!(check_cell(&cell, 2, 4).unwrap_err().to_string().contains("feature id out of range"));
+        assert!(check_cell(&cell, 3, 3).unwrap_err().to_string().contains("row out of range"));
+        // However the values are held: f64, or f32 as a grid may store them.
+        for values in [CellValues::Real(vec![0.5, f64::NAN]), CellValues::Real32(vec![f32::INFINITY, 1.5])] {
+            let bad = Cell { values, ..cell.clone() };
+            assert!(check_cell(&bad, 3, 4).unwrap_err().to_string().contains("non-finite"), "{bad:?}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
 use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
 use linea_engine::scd::kernel::BlockWeights;
 use linea_engine::scd::{ScdState, ScdStep};
-use linea_engine::{CellValues, Loss};
+use linea_engine::Loss;
 use linea_worker::gridload;
 use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
@@ -81,7 +81,7 @@ proptest! {
                 for k in 0..cell.nnz() {
                     let row = shard * manifest.rows_per_shard + cell.rows[k] as usize;
                     let key = &dictionary[cell.feature_ids[cell.local[k] as usize] as usize].key;
-                    let value = match &cell.values { CellValues::Ones => 1.0, CellValues::Real(v) => v[k] };
+                    let value = cell.value(k);
                     if entry.variable == linea_worker::prepare::BIAS {
                         prop_assert_eq!(value, 1.0);
                         bias_rows += 1;

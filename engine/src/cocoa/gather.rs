@@ -95,6 +95,7 @@ impl Csr {
             real |= match &cell.values {
                 CellValues::Ones => false,
                 CellValues::Real(v) => v[span.clone()].iter().any(|&x| x != 1.0),
+                CellValues::Real32(v) => v[span.clone()].iter().any(|&x| x != 1.0),
             };
         }
         for i in first..first + rows.len() {

@@ -113,6 +113,9 @@ fn coarse_statistics(
         out[b] = match &cell.values {
             CellValues::Ones => cell.rows.iter().map(|&row| first[row as usize]).sum(),
             CellValues::Real(values) => cell.rows.iter().zip(values).map(|(&row, &x)| first[row as usize] * x).sum(),
+            CellValues::Real32(values) => {
+                cell.rows.iter().zip(values).map(|(&row, &x)| first[row as usize] * x as f64).sum()
+            }
         };
     }
     for (h, snapshot) in snapshots.iter().enumerate() {

@@ -96,13 +96,27 @@ fn statistics_loop(
             s[0] += first;
             s[1] += second;
         }),
-        CellValues::Real(values) => for_each_nonzero(cell, targets, predictions, derivatives, |k, j, first, second| {
-            let x = values[k];
-            let s = &mut sums[j as usize];
-            s[0] += first * x;
-            s[1] += second * x * x;
-        }),
+        CellValues::Real(values) => real_statistics(cell, values, targets, predictions, derivatives, sums),
+        CellValues::Real32(values) => real_statistics(cell, values, targets, predictions, derivatives, sums),
     }
+}
+
+/// [`statistics_loop`] over real values, `f64` or `f32` (read as the same `f64`).
+#[inline(always)]
+fn real_statistics<V: Copy + Into<f64>>(
+    cell: &Cell,
+    values: &[V],
+    targets: &[f64],
+    predictions: &[i64],
+    derivatives: impl RowDerivatives,
+    sums: &mut [[f64; 2]],
+) {
+    for_each_nonzero(cell, targets, predictions, derivatives, |k, j, first, second| {
+        let x: f64 = values[k].into();
+        let s = &mut sums[j as usize];
+        s[0] += first * x;
+        s[1] += second * x * x;
+    })
 }
 
 /// Groups of four rows whose derivatives [`for_each_nonzero`] takes before adding them:
@@ -296,15 +310,20 @@ pub fn cell_update_predictions(cell: &Cell, old: &[f64], new: &[f64], prediction
                 *p = p.wrapping_add(shift[l as usize]);
             }
         }
-        CellValues::Real(values) => {
-            let local: Vec<(f64, f64)> = cell.feature_ids.iter().map(|&f| (old[f as usize], new[f as usize])).collect();
-            for ((&row, &l), &x) in cell.rows.iter().zip(&cell.local).zip(values) {
-                let (o, n) = local[l as usize];
-                if o != n {
-                    let p = &mut predictions[row as usize];
-                    *p = p.wrapping_add(quantize(x * n).wrapping_sub(quantize(x * o)));
-                }
-            }
+        CellValues::Real(values) => real_update(cell, values, old, new, predictions),
+        CellValues::Real32(values) => real_update(cell, values, old, new, predictions),
+    }
+}
+
+/// [`cell_update_predictions`] over real values, `f64` or `f32` (read as the same `f64`).
+fn real_update<V: Copy + Into<f64>>(cell: &Cell, values: &[V], old: &[f64], new: &[f64], predictions: &mut [i64]) {
+    let local: Vec<(f64, f64)> = cell.feature_ids.iter().map(|&f| (old[f as usize], new[f as usize])).collect();
+    for ((&row, &l), &x) in cell.rows.iter().zip(&cell.local).zip(values) {
+        let (o, n) = local[l as usize];
+        if o != n {
+            let x: f64 = x.into();
+            let p = &mut predictions[row as usize];
+            *p = p.wrapping_add(quantize(x * n).wrapping_sub(quantize(x * o)));
         }
     }
 }

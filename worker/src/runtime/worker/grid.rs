@@ -100,6 +100,7 @@ fn cell_bytes(cell: &Cell) -> usize {
     let values = match &cell.values {
         CellValues::Ones => 0,
         CellValues::Real(v) => v.len() * 8,
+        CellValues::Real32(v) => v.len() * 4,
     };
     cell.rows.heap_bytes() + cell.local.heap_bytes() + cell.feature_ids.len() * 4 + values + 64
 }
