@@ -232,8 +232,7 @@ mod tests {
         // generated Criteo rows, 50M at l2 = 1 (21,949 non-zeros per feature and unit of l2)
         // and 1M at l2 = 0.05 (13,313), and rcv1-small at l2 = 0.0005 (16,170), where CoCoA
         // was 2.6-4x ahead.
-        let fifty_million =
-            Problem { rows: 50_000_000, nnz: 1_815_386_569, features: 82_709, ..set("criteo-sample") };
+        let fifty_million = Problem { rows: 50_000_000, nnz: 1_815_386_569, features: 82_709, ..set("criteo-sample") };
         let one_million = Problem { rows: 1_000_000, nnz: 36_305_915, features: 54_543, l2: 0.05, ..fifty_million };
         for problem in [fifty_million, one_million, Problem { l2: 0.0005, ..set("rcv1-small") }] {
             assert!(problem.nnz_per_feature() >= COCOA_NNZ_PER_FEATURE);

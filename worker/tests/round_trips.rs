@@ -7,12 +7,12 @@
 //! * checkpoint encode -> decode: every algorithm's state and step, behind a checkpoint
 //!   header, parse back to the same bytes (f64 and i128 extremes, NaN and subnormals too).
 
+use linea_engine::Loss;
 use linea_engine::algorithm::{decode, encode};
 use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
 use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
 use linea_engine::scd::kernel::BlockWeights;
 use linea_engine::scd::{ScdState, ScdStep};
-use linea_engine::Loss;
 use linea_worker::gridload;
 use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
