@@ -115,9 +115,10 @@ pub enum CellValues {
     #[default]
     Ones,
     Real(Vec<f64>),
-    /// Values the grid stores as `f32`s (every one exactly an `f32`, as protein's and
-    /// higgs' columns are), kept so when decoded: half the memory of [`CellValues::Real`], and
-    /// each read as `f64` is the same number, so every sum has the same bits.
+    /// Values the grid stores as `f32`s (a cell whose values are all exactly `f32`s, as a
+    /// fifth of protein's are), kept so when decoded: half the memory of
+    /// [`CellValues::Real`], and each read as `f64` is the same number, so every sum has the
+    /// same bits.
     Real32(Vec<f32>),
 }
 
