@@ -28,7 +28,7 @@
 # At full scale (50M rows: docs/benchmarks/fifty-million-rows.md) the
 # knobs below keep it to hours: LINEA_BENCH_PREPARE_THREADS=2 (the default 1 fits a small
 # cap), LINEA_BENCH_LBFGS_EPOCHS=0 (no L-BFGS cross-check; CoCoA's gap certifies f*), and
-# LINEA_BENCH_LADDER=0 (each peer on the full set only), LINEA_BENCH_SCD_STOP=1e-7 (SCD
+# LINEA_BENCH_LADDER=0 (each peer on the full set only), LINEA_BENCH_SCD_STOP=1e-6 (SCD
 # stopped once within that of CoCoA's objective) and LINEA_BENCH_AUTO=1 (also the algorithm
 # `linea train` picks by itself, capped like SCD).
 # Keeps the grid and the LIBSVM text under LINEA_BENCH_WORK; the TSV is deleted once

@@ -397,10 +397,11 @@ const EMPTY_CELL: &str = "cells/empty";
 /// [`EMPTY_CELL`]'s object, written at its first use: the label's column and a sparse one
 /// would otherwise write a file per shard with nothing in it.
 fn shared_empty(storage: &dyn Storage, empty: &mut Option<FileRef>) -> Result<FileRef> {
-    if empty.is_none() {
-        *empty = Some(FileRef::write(storage, EMPTY_CELL.into(), &codec::encode_cell(&Cell::default()))?);
+    if let Some(written) = empty {
+        return Ok(written.clone());
     }
-    Ok(empty.clone().expect("written above"))
+    let written = FileRef::write(storage, EMPTY_CELL.into(), &codec::encode_cell(&Cell::default()))?;
+    Ok(empty.insert(written).clone())
 }
 
 fn write_dictionary(storage: &dyn Storage, block: usize, entries: &[DictionaryEntry]) -> Result<FileRef> {
