@@ -40,7 +40,9 @@ fn the_sum_over_the_tree_goes_above_a_cap_each_process_stays_below() {
     let (code, report) = memcap(75, &three);
     assert_eq!(code, Some(137), "{report}");
     assert!(report.contains("killed above the cap of 75 MiB"), "{report}");
-    assert!(figure(&report, "peak sum of VmRSS") > 75.0, "{report}");
+    // memcap kills once the sum is above the cap by as little as 1 KiB, and prints MiB to
+    // one decimal: a sum of 75.01 MiB reads "75.0" (CI, 2026-11-27).
+    assert!(figure(&report, "peak sum of VmRSS") >= 75.0, "{report}");
     // Each process's high-water mark is at least what it held at the sample that saw the sum.
     assert!(figure(&report, "sum of VmHWM") >= figure(&report, "peak sum of VmRSS"), "{report}");
     // And each process's peak, named: the outer shell and its subshells.
