@@ -8,7 +8,7 @@ use linea_engine::grid::{BlockShape, Cell};
 use linea_engine::reference;
 use linea_engine::rng::SplitMix64;
 use linea_engine::runner::LocalRunner;
-use linea_engine::scd::{Scd, ScdConfig};
+use linea_engine::scd::{Scd, ScdConfig, coarse};
 
 const ROWS: usize = 1500;
 const SHARD: usize = 200;
@@ -199,4 +199,27 @@ fn recomputed_predictions_equal_the_incremental_ones() {
     let rebuilt: Vec<_> = exec.states().map(|s| s.cloned()).collect();
     assert!(incremental[0].as_ref().is_some_and(|s| !s.snapshots.is_empty()), "snapshots are part of the test");
     assert_eq!(incremental, rebuilt);
+}
+
+/// The coarse correction runs where it gains more than a sweep: on this problem, whose
+/// sweeps gain much early on, some epochs skip it, later ones run it again, and no more than
+/// `HISTORY` epochs in a row go without one. The optimum is still reached (the tests above
+/// train the same way).
+#[test]
+fn the_coarse_correction_is_skipped_while_sweeps_gain_more_and_always_retried() {
+    let problem = problem(Loss::Logistic);
+    let config = ScdConfig::new(Loss::Logistic, 0.1, 0.0, 2000, 1e-15, 7).unwrap();
+    let mut scd = Scd::new(config, problem.grid.shapes.clone(), problem.grid.targets.len());
+    let mut exec = LocalRunner::new(scd.kernel().clone(), &problem.grid, 1);
+    let mut ran = Vec::new();
+    while !scd.finished() {
+        scd.run_epoch(&mut exec, |_, _, _| Ok(())).unwrap();
+        let last = scd.state.last_coarse.expect("the first epoch runs the correction");
+        ran.push(last.epoch + 1 == scd.state.epoch);
+    }
+    assert!(ran[0], "the first epoch measures what the correction gains");
+    let first_skip = ran.iter().position(|r| !r).expect("some epoch skips the correction");
+    assert!(ran[first_skip..].contains(&true), "a later epoch runs it again: {ran:?}");
+    let longest_skip = ran.split(|&r| r).map(<[bool]>::len).max().unwrap();
+    assert!(longest_skip <= coarse::HISTORY, "{longest_skip} epochs in a row without one: {ran:?}");
 }

@@ -12,7 +12,7 @@ use linea_engine::algorithm::{decode, encode};
 use linea_engine::cocoa::catalyst::{InnerRecord, Outer};
 use linea_engine::cocoa::{CatalystState, CatalystStep, CocoaState, CocoaStep, EpochRecord};
 use linea_engine::scd::kernel::BlockWeights;
-use linea_engine::scd::{ScdState, ScdStep};
+use linea_engine::scd::{CoarseRun, ScdState, ScdStep};
 use linea_worker::gridload;
 use linea_worker::input::{FeatureSpec, Format, NumericMode};
 use linea_worker::model::{MODEL_FORMAT, Model, ModelHeader, TrainingRecord};
@@ -151,7 +151,7 @@ proptest! {
         version in any::<u64>(),
     ) {
         let blocks: Vec<BlockWeights> = theta.iter().cloned().map(BlockWeights::from).collect();
-        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position };
+        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position, last_coarse: Some(CoarseRun { epoch, gain: -2.5 }) };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
         let progress = [alpha.last().copied().unwrap_or(0.5), 1.5];
         let cocoa = CocoaState {

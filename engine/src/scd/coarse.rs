@@ -19,8 +19,10 @@
 //! With `V` the directions and `Z = X V` their row values, the step solves
 //! `(Z' L'' Z + 2 l2 V'V) t = -(Z' l' + 2 l2 V' theta)`, dropping directions that are
 //! numerically dependent, and is line-searched like an impure block's step, so the
-//! objective never rises. CD smooths the rest. It costs two passes over the grid per epoch
-//! and O(n (K + HISTORY)^2) arithmetic. With L1 the block shifts are left out (they
+//! objective never rises. CD smooths the rest. It costs two passes over the grid
+//! and O(n (K + HISTORY)^2) arithmetic, so an epoch runs it only where it pays: when the
+//! epoch's sweep gained no more than the last correction did, or [`HISTORY`] epochs after
+//! the last one (`Scd::coarse_pays`). With L1 the block shifts are left out (they
 //! would make zero weights non-zero); the history moves are zero wherever a weight stayed
 //! zero. Beyond [`MAX_COARSE_BLOCKS`] blocks there is no correction.
 

@@ -193,6 +193,19 @@ pub struct ScdState {
     /// resumes at the next block of the same order.
     #[serde(default)]
     pub position: usize,
+    /// The last coarse correction that had a subspace to search; `None` before the first.
+    #[serde(default)]
+    pub last_coarse: Option<CoarseRun>,
+}
+
+/// When a coarse correction ran and what it gained: the next one runs only where it pays
+/// ([`Scd::coarse_pays`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CoarseRun {
+    /// The epoch it ended.
+    pub epoch: u32,
+    /// How much it lowered the objective: 0 if its step was undone or not taken.
+    pub gain: f64,
 }
 
 /// What one SCD iteration changed, for an incremental checkpoint.
@@ -224,7 +237,14 @@ impl Scd {
             kernel: ScdKernel::new(config.loss, shards),
             config,
             shapes,
-            state: ScdState { theta, epoch: 0, objectives: Vec::new(), history: Vec::new(), position: 0 },
+            state: ScdState {
+                theta,
+                epoch: 0,
+                objectives: Vec::new(),
+                history: Vec::new(),
+                position: 0,
+                last_coarse: None,
+            },
             measured_objective: None,
         }
     }
@@ -336,6 +356,7 @@ impl Scd {
         if !self.coarse_enabled() || (!blocks && self.state.history.is_empty()) {
             return Ok(report);
         }
+        self.state.last_coarse = Some(CoarseRun { epoch: self.state.epoch, gain: 0.0 });
         let k = if blocks { self.shapes.len() } else { 0 };
         // Directions in parameter space, block by block: e_k, then the moves theta -
         // theta_then. No vector of the feature count is made for them (five such vectors
@@ -428,8 +449,28 @@ impl Scd {
             return Ok(report);
         }
         self.measured_objective = Some(after);
+        self.state.last_coarse = Some(CoarseRun { epoch: self.state.epoch, gain: before - after });
         report.step = step;
         Ok(report)
+    }
+
+    /// Whether the epoch ends with the coarse correction. The correction costs as much as the
+    /// sweep (criteo) or twice it (a9a), and while the sweep still takes big steps it adds
+    /// little. So once one has measured what it gains, the next runs only when the epoch's
+    /// sweep gained no more (measured by a loss pass, which is the epoch's objective when the
+    /// correction is skipped), or after [`coarse::HISTORY`] epochs without one, so that a
+    /// correction that once gained nothing is tried again. The decision depends on exact
+    /// objectives only, so every worker count makes the same one.
+    fn coarse_pays<R: Runner<ScdKernel>>(&mut self, exec: &mut Phases<R>) -> Result<bool, R::Error> {
+        let (Some(last), Some(&start)) = (self.state.last_coarse, self.state.objectives.last()) else {
+            return Ok(true);
+        };
+        if !self.coarse_enabled() || self.state.epoch.saturating_sub(last.epoch) > coarse::HISTORY as u32 {
+            return Ok(true);
+        }
+        let swept = self.objective_with(exec)?;
+        self.measured_objective = Some(swept);
+        Ok(start - swept <= last.gain)
     }
 
     /// The coarse correction is off beyond [`coarse::MAX_COARSE_BLOCKS`] blocks.
@@ -472,7 +513,11 @@ impl Scd {
             return Ok((report, step));
         }
         self.measured_objective = None;
-        let report = self.coarse_correction(exec)?;
+        let report = if self.coarse_pays(exec)? {
+            self.coarse_correction(exec)?
+        } else {
+            IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 }
+        };
         self.remember(exec)?;
         self.state.epoch += 1;
         self.state.position = 0;

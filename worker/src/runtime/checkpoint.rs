@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 /// checkpoint of another format is refused with a message that says so (never taken as
 /// damaged and silently started over, never misread). `worker/tests/checkpoint_schema.rs`
 /// fails when the types' encoding changes under an unchanged string.
-pub const FORMAT: &str = "linea-checkpoint/4";
+pub const FORMAT: &str = "linea-checkpoint/5";
 /// The base slots; a new base is written to the one that does not hold the current base.
 const BASES: [&str; 2] = ["base-a", "base-b"];
 
