@@ -151,7 +151,8 @@ proptest! {
         version in any::<u64>(),
     ) {
         let blocks: Vec<BlockWeights> = theta.iter().cloned().map(BlockWeights::from).collect();
-        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position, last_coarse: Some(CoarseRun { epoch, gain: -2.5 }) };
+        let last_coarse = Some(CoarseRun { epoch, gain: -2.5 });
+        let scd = ScdState { theta: blocks.clone(), epoch, objectives: alpha.clone(), history: vec![blocks], position, last_coarse };
         let record = EpochRecord::new(alpha.first().copied().unwrap_or(1.0), -2.5);
         let progress = [alpha.last().copied().unwrap_or(0.5), 1.5];
         let cocoa = CocoaState {

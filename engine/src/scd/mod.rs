@@ -191,10 +191,8 @@ pub struct ScdState {
     pub history: Vec<Vec<BlockWeights>>,
     /// Block iterations of the current epoch already done: a checkpoint taken mid-epoch
     /// resumes at the next block of the same order.
-    #[serde(default)]
     pub position: usize,
     /// The last coarse correction that had a subspace to search; `None` before the first.
-    #[serde(default)]
     pub last_coarse: Option<CoarseRun>,
 }
 
@@ -353,7 +351,7 @@ impl Scd {
         // With L1, shifting a whole block would make its zero weights non-zero; the history
         // moves are zero wherever the weights stayed zero, so they keep sparsity.
         let blocks = self.config.coarse == CoarseMode::BlocksAndHistory && reg.l1 == 0.0;
-        if !self.coarse_enabled() || (!blocks && self.state.history.is_empty()) {
+        if !self.coarse_enabled() || (!blocks && self.state.history.is_empty()) || !self.coarse_pays(exec)? {
             return Ok(report);
         }
         self.state.last_coarse = Some(CoarseRun { epoch: self.state.epoch, gain: 0.0 });
@@ -465,7 +463,7 @@ impl Scd {
         let (Some(last), Some(&start)) = (self.state.last_coarse, self.state.objectives.last()) else {
             return Ok(true);
         };
-        if !self.coarse_enabled() || self.state.epoch.saturating_sub(last.epoch) > coarse::HISTORY as u32 {
+        if self.state.epoch.saturating_sub(last.epoch) > coarse::HISTORY as u32 {
             return Ok(true);
         }
         let swept = self.objective_with(exec)?;
@@ -513,11 +511,7 @@ impl Scd {
             return Ok((report, step));
         }
         self.measured_objective = None;
-        let report = if self.coarse_pays(exec)? {
-            self.coarse_correction(exec)?
-        } else {
-            IterationReport { epoch: self.state.epoch, update: Update::Coarse, step: 0.0, max_change: 0.0 }
-        };
+        let report = self.coarse_correction(exec)?;
         self.remember(exec)?;
         self.state.epoch += 1;
         self.state.position = 0;
