@@ -722,3 +722,49 @@ fn a_start_gate_opens_for_the_workers_present_when_its_patience_runs_out() {
     assert_eq!(items(&s.tick()).len(), 2, "the deadline opens the gate: one item for each worker there");
     assert!(items(&s.join("c".into(), "http://c".into(), 1).1).len() == 1, "a late joiner takes work as usual");
 }
+
+/// A worker that joins after another adopted every unit gets its share over the next phases,
+/// though the owner has threads to spare (no backlog to steal from); then the units stay.
+#[test]
+fn a_late_worker_takes_its_share_from_an_owner_with_threads_to_spare() {
+    let mut s = Scheduler::new(2);
+    let (a, _) = s.join("a".into(), "http://a".into(), 2);
+    let (_, sent) = start(&mut s, Collect::Nothing);
+    run_all(&mut s, sent);
+    assert!(s.owner.iter().all(|&o| o == Some(a)), "a's two threads adopt both units");
+    let (b, _) = s.join("b".into(), "http://b".into(), 2);
+    let (_, sent) = start(&mut s, Collect::Nothing);
+    let taken: Vec<_> = sent.iter().filter(|i| i.0 == b).collect();
+    assert_eq!(taken.len(), 1, "b takes one of a's two units in the first phase after it joined");
+    assert!(matches!(&taken[0].2, work_item::Kind::Unit(i) if i.prior_owner == "http://a"), "fetched from a");
+    run_all(&mut s, sent);
+    let steals = s.counters.steals;
+    for _ in 0..3 {
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        assert_eq!(sent.iter().filter(|i| i.0 == a).count(), 1);
+        assert_eq!(sent.iter().filter(|i| i.0 == b).count(), 1);
+        run_all(&mut s, sent);
+    }
+    assert_eq!(s.counters.steals, steals, "balanced units stay where they are");
+}
+
+/// Shares follow threads, by both kinds of steal together: a worker with one thread beside
+/// one with three ends with a quarter of the units, and no unit moves back and forth.
+#[test]
+fn units_spread_by_threads_and_never_move_back() {
+    let mut s = Scheduler::new(8);
+    let (a, _) = s.join("a".into(), "http://a".into(), 1);
+    let (_, sent) = start(&mut s, Collect::Nothing);
+    run_all(&mut s, sent);
+    let (b, _) = s.join("b".into(), "http://b".into(), 3);
+    let mut moves = Vec::new();
+    for _ in 0..10 {
+        let before = s.owner.clone();
+        let (_, sent) = start(&mut s, Collect::Nothing);
+        run_all(&mut s, sent);
+        moves.extend((0..8).filter(|&u| s.owner[u] != before[u]).map(|u| (u, s.owner[u])));
+    }
+    let on_a = s.owner.iter().filter(|&&o| o == Some(a)).count();
+    assert_eq!(on_a, 2, "a holds 2 of 8 units with 1 of 4 threads: {:?}", s.owner);
+    assert!(moves.iter().all(|&(_, to)| to == Some(b)), "units only ever moved to b: {moves:?}");
+}
