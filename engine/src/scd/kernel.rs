@@ -4,12 +4,12 @@
 use super::{coarse, kernels};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
 use crate::fixed::{Quantity, SumRange, to_fixed128};
-use crate::grid::Cell;
+use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scratch::Scratch;
 use serde::{Deserialize, Serialize};
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// One block's parameters, shared rather than copied: the state, its history of epochs, the
 /// runner's mirror and the phase that moved the predictions to them hold the same vector (a copy
@@ -41,6 +41,25 @@ impl Serialize for BlockWeights {
 impl<'de> Deserialize<'de> for BlockWeights {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Vec::<f64>::deserialize(deserializer).map(BlockWeights::from)
+    }
+}
+
+/// An update's [`kernels::block_shifts`], computed by the first binary cell of the phase that
+/// needs them and read by the others (a phase is one object for every unit it runs on, in
+/// process and on a worker). Not sent, and not part of a phase's equality: it only caches
+/// what `old` and `new` say.
+#[derive(Debug, Default)]
+pub struct BlockShifts(OnceLock<Vec<i64>>);
+
+impl Clone for BlockShifts {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for BlockShifts {
+    fn eq(&self, _: &Self) -> bool {
+        true
     }
 }
 
@@ -80,7 +99,13 @@ pub enum ScdPhase {
     /// [`kernels::cell_direction_sums`] along `delta`.
     Direction { block: usize, delta: Vec<f64> },
     /// Moves the predictions from `old` to `new` parameters of `block`.
-    Update { block: usize, old: BlockWeights, new: BlockWeights },
+    Update {
+        block: usize,
+        old: BlockWeights,
+        new: BlockWeights,
+        #[serde(skip)]
+        shifts: BlockShifts,
+    },
     /// The sum of the losses.
     Loss,
     /// Keeps the predictions as the newest snapshot, and at most `keep` in all.
@@ -165,9 +190,14 @@ impl Kernel for ScdKernel {
                     kernels::cell_direction_sums(&cell, delta, &targets, &state.predictions, loss),
                 )?
             }
-            ScdPhase::Update { block, old, new } => {
+            ScdPhase::Update { block, old, new, shifts } => {
                 let cell = grid.cell(*block, shard)?;
-                kernels::cell_update_predictions(&cell, old, new, &mut state.predictions);
+                if matches!(cell.values, CellValues::Ones) {
+                    let shifts = shifts.0.get_or_init(|| kernels::block_shifts(old, new));
+                    kernels::binary_cell_update(&cell, shifts, &mut state.predictions);
+                } else {
+                    kernels::cell_update_predictions(&cell, old, new, &mut state.predictions);
+                }
                 UnitOutput::default()
             }
             ScdPhase::Loss => UnitOutput {

@@ -53,7 +53,7 @@ impl<R: Runner<ScdKernel>> Phases<'_, R> {
     }
 
     fn update_predictions(&mut self, block: usize, old: &BlockWeights, new: &BlockWeights) -> Result<(), R::Error> {
-        let phase = ScdPhase::Update { block, old: old.clone(), new: new.clone() };
+        let phase = ScdPhase::Update { block, old: old.clone(), new: new.clone(), shifts: Default::default() };
         self.run(phase, Reduction::None, true).map(drop)
     }
 
