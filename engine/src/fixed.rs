@@ -93,6 +93,20 @@ pub fn to_fixed128(value: f64) -> i128 {
     to_fixed128_bits(value)
 }
 
+/// [`to_fixed128`] with the fast path's rounding as one `round` (half away from zero, as
+/// that path rounds): a few instructions where the caller is compiled for SSE 4.1 or AVX
+/// (a copy of [`crate::fma::dispatch!`]), a C library call elsewhere, so only for those.
+#[inline(always)]
+pub(crate) fn to_fixed128_rounding(value: f64) -> i128 {
+    const SCALE: f64 = 18_446_744_073_709_551_616.0; // 2^64
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let s = value * SCALE;
+    if s.abs() < LIMIT {
+        return s.round() as i64 as i128;
+    }
+    to_fixed128_bits(value)
+}
+
 /// [`to_fixed128`] by taking the `f64` apart: any finite value, NaN as 0.
 fn to_fixed128_bits(value: f64) -> i128 {
     if value == 0.0 || value.is_nan() {
@@ -445,6 +459,7 @@ mod tests {
         }
         for x in cases {
             assert_eq!(to_fixed128(x), to_fixed128_bits(x), "{x:e}");
+            assert_eq!(to_fixed128_rounding(x), to_fixed128_bits(x), "{x:e}");
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::{coarse, kernels};
 use crate::algorithm::{Contribution, GridSource, Kernel, PhaseOutput, UnitOutput, decode, encode};
-use crate::fixed::{Quantity, SumRange, to_fixed128};
+use crate::fixed::{Quantity, SumRange};
 use crate::grid::{Cell, CellValues};
 use crate::loss::Loss;
 use crate::scratch::Scratch;
@@ -172,12 +172,7 @@ impl Kernel for ScdKernel {
                 let checked = range.check_pairs([Quantity::Gradient, Quantity::Curvature], &sums);
                 let mut pairs = self.scratch.pairs.take();
                 if checked.is_ok() {
-                    let at = *features as u32;
-                    pairs.reserve(2 * sums.len());
-                    for (&[g, h], &feature) in sums.iter().zip(&cell.feature_ids) {
-                        pairs.push((feature, to_fixed128(g)));
-                        pairs.push((at + feature, to_fixed128(h)));
-                    }
+                    kernels::exact_pairs(&sums, &cell.feature_ids, *features as u32, &mut pairs);
                 }
                 self.scratch.sums.give(sums);
                 checked?;

@@ -5,7 +5,7 @@
 //! ran the kernel or when.
 
 use crate::error::EngineError;
-use crate::fixed::{Quantity, SumRange, prediction_value, quantize};
+use crate::fixed::{Quantity, SumRange, prediction_value, quantize, to_fixed128, to_fixed128_rounding};
 use crate::fma;
 use crate::grid::{Cell, CellValues, Ids};
 use crate::loss::{Derivatives, Loss, logistic_derivatives};
@@ -213,6 +213,36 @@ pub fn accumulate_statistics(
         curvature[f] = curvature[f].wrapping_add(range.fixed(Quantity::Curvature, h)?);
     }
     Ok(())
+}
+
+/// A cell's statistics (checked against their range) as the sparse exact sums the runner adds:
+/// `(feature, gradient)` and `(features + feature, curvature)` pairs, appended to `pairs`. In a
+/// copy compiled for AVX2 where the CPU has it, where the rounding to fixed point is one
+/// instruction sequence rather than a comparison and branch each way: the same integers.
+pub fn exact_pairs(sums: &[[f64; 2]], feature_ids: &[u32], features: u32, pairs: &mut Vec<(u32, i128)>) {
+    fma::dispatch! {
+        if true;
+        fn(sums: &[[f64; 2]], feature_ids: &[u32], features: u32, pairs: &mut Vec<(u32, i128)>) {
+            pairs_loop(sums, feature_ids, features, pairs, |v| to_fixed128_rounding(v))
+        }
+        else { pairs_loop(sums, feature_ids, features, pairs, to_fixed128) }
+    }
+}
+
+/// [`exact_pairs`]' loop with the conversion given.
+#[inline(always)]
+fn pairs_loop(
+    sums: &[[f64; 2]],
+    feature_ids: &[u32],
+    features: u32,
+    pairs: &mut Vec<(u32, i128)>,
+    fixed: impl Fn(f64) -> i128,
+) {
+    pairs.reserve(2 * sums.len());
+    for (&[g, h], &feature) in sums.iter().zip(feature_ids) {
+        pairs.push((feature, fixed(g)));
+        pairs.push((features + feature, fixed(h)));
+    }
 }
 
 /// Sums along a block direction `delta` (block-indexed), with `d_i = sum_j x_ij delta_j`:
