@@ -8,9 +8,8 @@
 //! A phase is one data-parallel step of the algorithm (SCD: statistics of a block, line-
 //! search sums, a prediction update, ...). It has one item per row unit. A unit's
 //! predictions live on the worker that owns it, so its items go to that worker; an idle
-//! worker adopts units nobody owns and steals pending ones from backlogged owners, or from
-//! owners holding more units per thread than it would (a late or replacement worker gets its
-//! share), and then fetches the unit's state from the previous owner (or recomputes it). Statistics
+//! worker adopts units nobody owns and steals pending ones from backlogged owners, and
+//! then fetches the unit's state from the previous owner (or recomputes it). Statistics
 //! stay on the workers that computed them until aggregator items sum them range by range,
 //! so the master receives each sum once instead of once per worker — or, for an
 //! allreduce phase, until every worker's tree item has summed them up a binary tree of the
@@ -846,21 +845,20 @@ impl Scheduler {
 
     /// Fills every worker's free capacity with items of its own units; a worker with an
     /// idle thread also adopts a unit nobody owns, and a worker with nothing at all to do
-    /// steals a pending unit ([`Scheduler::next_task`]). Workers take one item a round, so
-    /// that the units nobody owns, and those a worker may steal, are not all taken by the
-    /// first worker's queue before the others look; units move only when a thread is idle.
+    /// steals a pending unit from the owner with the largest backlog it cannot start yet.
+    /// Adopting and stealing one unit at a time spreads units over all workers instead
+    /// of filling the first workers' queues, and moves state only when a thread is idle.
     fn assign(&mut self) -> Outbox {
         if !self.gate_open() {
             return Outbox::new();
         }
         let mut assignments: BTreeMap<WorkerKey, proto::Assignment> = BTreeMap::new();
         let keys: Vec<WorkerKey> = self.workers.keys().copied().collect();
-        let mut taking = keys.clone();
-        while !taking.is_empty() {
-            taking.retain(|&key| {
-                let task = self.may_take(key, self.workers[&key].capacity()).then(|| self.next_task(key)).flatten();
-                task.map(|(task, prior)| self.send(&mut assignments, key, task, prior, false)).is_some()
-            });
+        for key in keys {
+            while self.may_take(key, self.workers[&key].capacity()) {
+                let Some((task, prior)) = self.next_task(key) else { break };
+                self.send(&mut assignments, key, task, prior, false);
+            }
         }
         self.start_copies(&mut assignments);
         assignments.into_iter().map(|(k, a)| (k, message(master_message::Body::Assignment(a)))).collect()
@@ -983,16 +981,15 @@ impl Scheduler {
             unit
         } else if slot.running == 0 {
             let workers = &self.workers;
-            let backlogged = phase
+            let victim = phase
                 .pending
                 .iter()
                 .filter_map(|(&o, s)| {
                     let backlog = s.len().saturating_sub(workers.get(&o?).map_or(0, idle));
                     (backlog > 0).then_some((backlog, o?))
                 })
-                .max()
-                .map(|(_, o)| o);
-            let victim = backlogged.or_else(|| overloaded_owner(worker, workers, &self.owner, &phase.pending))?;
+                .max()?
+                .1;
             self.counters.steals += 1;
             let backlog = phase.pending.get_mut(&Some(victim))?;
             let unit = backlog.pop_last()?;
@@ -1008,32 +1005,6 @@ impl Scheduler {
         self.owner[unit as usize] = Some(worker);
         Some((Task::Unit(unit), prior))
     }
-}
-
-/// The owner of a pending unit that holds more units per thread than `thief` would with one
-/// more, the most loaded first: a worker that joined after others adopted every unit, or that
-/// replaced a lost one, gets its share over the next phases even where the owners have threads
-/// to spare and so no backlog to steal from. A unit moves only if the loads per thread end no
-/// further apart than they were, so no unit ever moves back.
-fn overloaded_owner(
-    thief: WorkerKey,
-    workers: &BTreeMap<WorkerKey, WorkerSlot>,
-    owner: &[Option<WorkerKey>],
-    pending: &BTreeMap<Option<WorkerKey>, BTreeSet<u32>>,
-) -> Option<WorkerKey> {
-    let owned = |k: WorkerKey| owner.iter().filter(|&&o| o == Some(k)).count();
-    let threads = |k: WorkerKey| workers.get(&k).map_or(0, |w| w.threads.max(1));
-    let (mine, my_threads) = (owned(thief), threads(thief));
-    pending
-        .keys()
-        .filter_map(|&o| {
-            let o = o.filter(|&o| o != thief && workers.get(&o).is_some_and(|w| !w.draining))?;
-            let (theirs, their_threads) = (owned(o), threads(o));
-            // theirs / their_threads > (mine + 1) / my_threads, in integers.
-            (theirs * my_threads > (mine + 1) * their_threads).then_some((theirs, their_threads, o))
-        })
-        .max_by(|a, b| (a.0 * b.1).cmp(&(b.0 * a.1)).then(a.2.cmp(&b.2)))
-        .map(|(_, _, o)| o)
 }
 
 fn message(body: master_message::Body) -> proto::MasterMessage {
