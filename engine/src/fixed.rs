@@ -453,7 +453,7 @@ mod tests {
         }
         let mut rng = crate::rng::SplitMix64::new(11);
         for _ in 0..200_000 {
-            let mantissa = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let mantissa = rng.unit();
             let x = mantissa * 2f64.powi((rng.next_u64() % 90) as i32 - 80);
             cases.extend([x, -x]);
         }

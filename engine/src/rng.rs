@@ -31,6 +31,11 @@ impl SplitMix64 {
         mix(self.0)
     }
 
+    /// Uniform in `[0, 1)`: the top 53 bits of a draw, so every value is a multiple of 2^-53.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// Uniform in `0..bound` (Lemire's multiply-shift; the tiny bias is irrelevant here).
     pub fn below(&mut self, bound: usize) -> usize {
         ((self.next_u64() as u128 * bound as u128) >> 64) as usize

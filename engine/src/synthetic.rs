@@ -20,10 +20,9 @@ pub struct Problem {
 /// prediction plus uniform noise, logistic and hinge a label drawn with the model's odds.
 pub fn problem(loss: Loss, seed: u64, rows_count: usize, shard: usize) -> Problem {
     let mut rng = SplitMix64::new(seed);
-    let uniform = |rng: &mut SplitMix64| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let offsets: Vec<usize> = BLOCKS.iter().scan(0, |s, &b| Some(std::mem::replace(s, *s + b))).collect();
     let features: usize = BLOCKS.iter().sum();
-    let truth: Vec<f64> = (0..features).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
+    let truth: Vec<f64> = (0..features).map(|_| rng.unit() * 2.0 - 1.0).collect();
     let mut per_block: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); BLOCKS.len()];
     let (mut rows, mut targets) = (Vec::new(), Vec::new());
     for i in 0..rows_count {
@@ -33,19 +32,19 @@ pub fn problem(loss: Loss, seed: u64, rows_count: usize, shard: usize) -> Proble
             per_block[block].push((i as u32, feature as u32, value));
         };
         push(0, rng.below(8), 1.0);
-        if uniform(&mut rng) < 0.8 {
+        if rng.unit() < 0.8 {
             push(1, rng.below(5), 1.0);
         }
         let mut set: Vec<usize> = (0..rng.below(4)).map(|_| rng.below(6)).collect();
         set.sort_unstable();
         set.dedup();
         set.into_iter().for_each(|f| push(2, f, 1.0));
-        push(3, 0, uniform(&mut rng) * 3.0 - 1.5);
+        push(3, 0, rng.unit() * 3.0 - 1.5);
         push(4, 0, 1.0);
         let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
         targets.push(match loss {
-            Loss::Squared => margin + uniform(&mut rng) - 0.5,
-            _ if uniform(&mut rng) < 1.0 / (1.0 + (-2.0 * margin).exp()) => 1.0,
+            Loss::Squared => margin + rng.unit() - 0.5,
+            _ if rng.unit() < 1.0 / (1.0 + (-2.0 * margin).exp()) => 1.0,
             _ => -1.0,
         });
         rows.push(row);

@@ -11,10 +11,6 @@ use crate::rng::SplitMix64;
 use crate::runner::LocalRunner;
 use crate::synthetic::{self, Problem};
 
-fn uniform(rng: &mut SplitMix64) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
 /// `|sum_k u_k|^2 <= sum_j s_j sum_k u_kj^2 <= K sum_k |u_k|^2` for `u_k = X_k' a_k`, with
 /// `s_j` the number of slots whose rows hold feature j: random sparse rows (some features
 /// in every row, some in few), random contiguous slots, random duals.
@@ -24,19 +20,19 @@ fn the_per_feature_bound_holds_on_random_sparse_data() {
     let mut tight = 0;
     for trial in 0..400 {
         let (n, features) = (2 + rng.below(40), 1 + rng.below(30));
-        let density = uniform(&mut rng);
+        let density = rng.unit();
         let dense_column = rng.below(features);
         let mut rows: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
         for row in &mut rows {
             for j in 0..features {
-                if j == dense_column || uniform(&mut rng) < density * density {
-                    row.push((j, uniform(&mut rng) * 4.0 - 2.0));
+                if j == dense_column || rng.unit() < density * density {
+                    row.push((j, rng.unit() * 4.0 - 2.0));
                 }
             }
         }
         let slots = 1 + rng.below(n.min(8));
         let layout = layout::Layout::new(vec![n], slots, slots);
-        let a: Vec<f64> = (0..n).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
+        let a: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect();
         let mut u = vec![vec![0.0; features]; slots];
         let mut spread = vec![0usize; features];
         for (k, u_k) in u.iter_mut().enumerate() {
@@ -70,7 +66,7 @@ fn local_problem(seed: u64, rows_count: usize, shard: usize) -> Problem {
     const BLOCKS: [usize; 3] = [120, 6, 1];
     let mut rng = SplitMix64::new(seed);
     let features: usize = BLOCKS.iter().sum();
-    let truth: Vec<f64> = (0..features).map(|_| uniform(&mut rng) * 2.0 - 1.0).collect();
+    let truth: Vec<f64> = (0..features).map(|_| rng.unit() * 2.0 - 1.0).collect();
     let mut per_block: Vec<Vec<(u32, u32, f64)>> = vec![Vec::new(); BLOCKS.len()];
     let (mut rows, mut targets) = (Vec::new(), Vec::new());
     for i in 0..rows_count {
@@ -83,11 +79,11 @@ fn local_problem(seed: u64, rows_count: usize, shard: usize) -> Problem {
         let mut local: Vec<usize> = (0..1 + rng.below(3)).map(|_| (near + rng.below(4)) % BLOCKS[0]).collect();
         local.sort_unstable();
         local.dedup();
-        local.into_iter().for_each(|f| push(0, f, 0.5 + uniform(&mut rng)));
+        local.into_iter().for_each(|f| push(0, f, 0.5 + rng.unit()));
         push(1, rng.below(6), 1.0);
-        push(2, 0, uniform(&mut rng) - 0.5);
+        push(2, 0, rng.unit() - 0.5);
         let margin: f64 = row.iter().map(|&(j, x)| truth[j] * x).sum();
-        targets.push(if uniform(&mut rng) < 1.0 / (1.0 + (-3.0 * margin).exp()) { 1.0 } else { -1.0 });
+        targets.push(if rng.unit() < 1.0 / (1.0 + (-3.0 * margin).exp()) { 1.0 } else { -1.0 });
         rows.push(row);
     }
     let grid = synthetic::grid_of(&BLOCKS, &per_block, &targets, shard);

@@ -350,7 +350,7 @@ mod tests {
     #[test]
     fn a_loose_tolerance_takes_fewer_iterations_and_zero_is_exact() {
         let mut rng = crate::rng::SplitMix64::new(11);
-        let mut uniform = |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut uniform = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
         let (mut exact_iterations, mut loose_iterations, calls) = (0, 0, 20_000);
         for _ in 0..calls {
             let q = [0.1, 1.0, 7.0, 50.0, 500.0][(uniform(0.0, 5.0) as usize).min(4)];
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn logistic_step_converges_in_a_few_newton_iterations() {
         let mut rng = crate::rng::SplitMix64::new(7);
-        let mut uniform = |lo: f64, hi: f64| lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut uniform = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
         let (mut total, mut worst, calls) = (0, 0, 20_000);
         for _ in 0..calls {
             let q = [0.1, 1.0, 7.0, 50.0, 500.0][(uniform(0.0, 5.0) as usize).min(4)];

@@ -471,11 +471,8 @@ mod tests {
     /// for a cell of every row of its shard (read in place) and one of some rows.
     #[test]
     fn block_shifts_move_binary_cells_as_the_per_cell_update_does() {
-        let mut state = 5u64;
-        let mut next = move || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut next = move || rng.unit();
         let (rows, features) = (1000u32, 60usize);
         let old: Vec<f64> = (0..features).map(|_| (next() - 0.5) * 8.0).collect();
         let new: Vec<f64> = old.iter().map(|o| o + (next() - 0.5) * 1e-3).collect();
